@@ -1,6 +1,7 @@
 // Calico core: the numerical contract, the problem description, the schedule and deterministic data.
 #pragma once
 
+#include "calico/backend.h"
 #include "calico/data.h"
 #include "calico/error.h"
 #include "calico/numerics.h"
