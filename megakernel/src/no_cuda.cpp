@@ -1,7 +1,50 @@
-// Built without nvcc: the GPU API reports that no device is usable.
+// Built without nvcc: no device is usable, and every device entry point says so. The probe's host side
+// (probe_host.cpp, probe_model.cpp) still builds, so `calico probe-mma --help` and its CPU tests work.
+#include "calico/error.h"
 #include "calico/megakernel.h"
+#include "probe/probe_kernels.h"
 
 namespace calico::gpu {
+namespace {
+[[noreturn]] void no_cuda(const char* what) { throw Error(fmt::format("{}: this build has no CUDA (nvcc was not found)", what)); }
+}  // namespace
+
 int device_count() { return 0; }
 std::string device_description() { return "built without CUDA"; }
+std::string driver_description() { return "built without CUDA"; }
+const char* numerics_op_name(NumericsOp) { return "unavailable"; }
+std::vector<uint32_t> numerics_on_device(NumericsOp, const std::vector<uint32_t>&) { no_cuda("numerics_on_device"); }
+std::vector<uint8_t> mx_quantize_on_device(const std::vector<float>&, int, Fp8Kind, MxScaleRule) {
+  no_cuda("mx_quantize_on_device");
+}
+std::vector<float> mma_step_bf16_on_device(const std::vector<uint16_t>&, const std::vector<uint16_t>&,
+                                           const std::vector<float>&, MmaModel) {
+  no_cuda("mma_step_bf16_on_device");
+}
+std::vector<float> mma_step_fp8_on_device(const std::vector<uint8_t>&, Fp8Kind, const std::vector<uint8_t>&,
+                                          const std::vector<uint8_t>&, Fp8Kind, const std::vector<uint8_t>&,
+                                          const std::vector<float>&, MmaModel) {
+  no_cuda("mma_step_fp8_on_device");
+}
+
+namespace probe {
+void require_device_for(ProbeKernel) { no_cuda("probe"); }
+std::vector<uint32_t> launch_mma_sync_bf16_tiles(const std::vector<uint8_t>&, const std::vector<uint8_t>&,
+                                                 const std::vector<uint32_t>&, int64_t) {
+  no_cuda("probe");
+}
+std::vector<uint32_t> launch_wgmma_tiles(ProbeKernel, const std::vector<uint8_t>&, const std::vector<uint8_t>&,
+                                         const std::vector<uint32_t>&, int64_t) {
+  no_cuda("probe");
+}
+std::vector<uint32_t> launch_wgmma_chain(ProbeKernel, const std::vector<uint8_t>&, const std::vector<uint8_t>&, int,
+                                         int, bool) {
+  no_cuda("probe");
+}
+std::vector<uint32_t> launch_tcgen05_tiles(ProbeKernel, const std::vector<uint8_t>&, const std::vector<uint8_t>&,
+                                           const std::vector<uint32_t>&, const std::vector<uint8_t>&,
+                                           const std::vector<uint8_t>&, int64_t) {
+  no_cuda("probe");
+}
+}  // namespace probe
 }  // namespace calico::gpu

@@ -1,10 +1,49 @@
-// Bit-exact model GEMM. (First version: the scalar chain; a vectorised kernel replaces model_gemm_bf16.)
+// Bit-exact model GEMM (DESIGN 2.2/2.5): model_gemm_bf16_scalar is the specification (one mma_step_bf16 per
+// K-step); model_gemm_bf16 is a cache-blocked AVX-512 kernel that produces the same bits for every input.
+//
+// Why the fast path is exact (BF16 rows: L = 16, F = 25, RZ to fp32, zero terms at E = -133):
+//  - Per output element and K-step, Emax = max(e_a + e_b over the nonzero products, e_c). When
+//    -101 <= Emax <= 121 ("the safe window"), every product a*b with E >= -135 is exact in fp32 (at most 16
+//    significant bits, no overflow), and p * 2^(25-Emax) is an exact power-of-two scaling with |.| < 2^27,
+//    so cvttps2dq yields exactly the model's term trunc(p / 2^(Emax-25)). Products with E < -135 (possibly
+//    inexact in fp32) scale below 2^-8 and truncate to 0, as in the model. Zero terms sit below Emax in the
+//    model too (-133 < -101), so they never change it inside the window.
+//  - The 16 product terms fit an int32 sum (each < 2^27); the accumulator term (< 2^26) is added in int64.
+//  - The sum converts to float with round-toward-zero (vcvtqq2ps {rz}), exact truncation to 24 bits, and
+//    the multiply by 2^(Emax-25) >= 2^-126 is exact (results stay normal and below 2^128).
+//  - Every other case takes the scalar step for that lane: Emax outside the window (tiny or huge values,
+//    NaN/inf operands are coded with huge exponents, so inf*0 too), and an accumulator equal to -0 (the only
+//    way a step can return -0). A step whose terms are all zero gives +0 in both.
+// Threads split output tiles only; each element's chain runs in one thread in K order, so the bits do not
+// depend on the thread count.
 #include "model_gemm.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// NOTE: GCC 12 warns "__Y may be used uninitialized" inside its own AVX-512 headers (_mm512_undefined_*);
+// it is a known false positive, silenced for this file only.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#define CALICO_MODEL_GEMM_AVX512 1
+#endif
+
 namespace calico::ref {
+
+namespace {
+
+// One K-step of the scalar chain for element (m, n): the K tail is zero-padded as in the specification.
+float scalar_step(MmaModel model, int64_t K, const uint16_t* a_row, const uint16_t* b_row, int64_t k0, float acc) {
+  uint16_t a[16] = {}, b[16] = {};
+  const int64_t len = std::min<int64_t>(16, K - k0);
+  std::copy_n(a_row + k0, len, a);
+  std::copy_n(b_row + k0, len, b);
+  return mma_step_bf16(a, b, acc, model);
+}
+
+}  // namespace
 
 void model_gemm_bf16_scalar(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                             const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
@@ -12,21 +51,199 @@ void model_gemm_bf16_scalar(MmaModel model, int64_t M, int64_t N, int64_t K, con
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < N; ++n) {
       float acc = C[m * ldc + n];
-      for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        uint16_t a[16] = {}, b[16] = {};
-        const int64_t len = std::min<int64_t>(16, K - k0);
-        std::copy_n(A + m * lda + k0, len, a);
-        std::copy_n(B + n * ldb + k0, len, b);
-        acc = mma_step_bf16(a, b, acc, model);
-      }
+      for (int64_t k0 = 0; k0 < K; k0 += 16) acc = scalar_step(model, K, A + m * lda, B + n * ldb, k0, acc);
       C[m * ldc + n] = acc;
     }
   }
 }
 
+#if defined(CALICO_MODEL_GEMM_AVX512)
+
+namespace {
+
+constexpr int kMr = 4;             // rows of A per micro-tile
+constexpr int kNr = 32;            // columns per micro-tile (two 16-lane vectors)
+constexpr int kKc = 256;           // K per cache block (multiple of 16)
+constexpr int kMc = 64;            // rows per parallel tile (multiple of kMr)
+constexpr int32_t kZeroCode = -4000;     // exponent code of a zero operand: zero products stay far below -101
+constexpr int32_t kNonFiniteCode = 8000; // NaN/inf operand: any product involving it lands above 121
+constexpr int kSafeLow = -101, kSafeHigh = 121;
+
+int32_t exponent_code(uint16_t v) {
+  const int field = (v >> 7) & 0xFF;
+  if (field == 0xFF) return kNonFiniteCode;
+  if (field == 0) return (v & 0x7F) == 0 ? kZeroCode : -126;
+  return field - 127;
+}
+
+// A packed per micro-tile as [m_block][k][kMr] (value as fp32, exponent code), zero-padded in m and k.
+// B packed per panel as [panel][k][kNr], zero-padded in n and k.
+struct Packed {
+  std::vector<float> val;
+  std::vector<int16_t> exp;  // int16 so the exponent pass works on 32 lanes at once
+};
+
+Packed pack(const uint16_t* X, int64_t rows, int64_t ld, int64_t K, int64_t Kp, int width) {
+  const int64_t blocks = (rows + width - 1) / width;
+  Packed p;
+  p.val.assign(static_cast<size_t>(blocks * Kp * width), 0.0f);
+  p.exp.assign(static_cast<size_t>(blocks * Kp * width), kZeroCode);
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    for (int r = 0; r < width; ++r) {
+      const int64_t row = blk * width + r;
+      if (row >= rows) break;
+      for (int64_t k = 0; k < K; ++k) {
+        const uint16_t v = X[row * ld + k];
+        const size_t idx = static_cast<size_t>((blk * Kp + k) * width + r);
+        p.val[idx] = bf16_to_f32(v);
+        p.exp[idx] = static_cast<int16_t>(exponent_code(v));
+      }
+    }
+  }
+  return p;
+}
+
+struct GemmArgs {
+  MmaModel model;
+  int64_t M, N, K;
+  const uint16_t* A;
+  int64_t lda;
+  const uint16_t* B;
+  int64_t ldb;
+};
+
+// Exponent code of the accumulator: floor(log2|c|) clamped at -126, zero -> kZeroCode, NaN/inf -> 128.
+inline __m512i acc_exponent_code(__m512 acc) {
+  const __m512i bits = _mm512_castps_si512(acc);
+  const __m512i field = _mm512_and_si512(_mm512_srli_epi32(bits, 23), _mm512_set1_epi32(0xFF));
+  const __m512i mag = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
+  __m512i e = _mm512_sub_epi32(_mm512_max_epi32(field, _mm512_set1_epi32(1)), _mm512_set1_epi32(127));
+  const __mmask16 zero = _mm512_cmpeq_epi32_mask(mag, _mm512_setzero_si512());
+  return _mm512_mask_mov_epi32(e, zero, _mm512_set1_epi32(kZeroCode));
+}
+
+// One K-step (16 products) for a kMr x kNr micro-tile. acc holds the chain's values in/out.
+inline void micro_step(const GemmArgs& g, const float* ap, const int16_t* ae, const float* bp, const int16_t* be,
+                       int64_t m0, int64_t n0, int64_t k0, __m512 acc[kMr][2]) {
+  // Exponent pass on int16 lanes (all 32 columns in one vector); product codes stay within +-16000.
+  __m512i emax16[kMr];
+  for (int r = 0; r < kMr; ++r) emax16[r] = _mm512_set1_epi16(2 * kZeroCode);
+  for (int kk = 0; kk < 16; ++kk) {
+    const __m512i eb = _mm512_loadu_si512(be + kk * kNr);
+    for (int r = 0; r < kMr; ++r)
+      emax16[r] = _mm512_max_epi16(emax16[r], _mm512_add_epi16(_mm512_set1_epi16(ae[kk * kMr + r]), eb));
+  }
+  // Lanes inside the safe window use the vector path; all-zero lanes (emax at a zero code) give +0 with
+  // any scale; the rest (and accumulators equal to -0) are redone with the scalar step.
+  __m512 scale[kMr][2];
+  __m512i emax[kMr][2];
+  __mmask16 redo[kMr][2];
+  const __m512i lo = _mm512_set1_epi32(kSafeLow), hi = _mm512_set1_epi32(kSafeHigh);
+  const __m512i neg_zero = _mm512_set1_epi32(static_cast<int32_t>(0x80000000u));
+  for (int r = 0; r < kMr; ++r) {
+    for (int v = 0; v < 2; ++v) {
+      const __m256i half = v == 0 ? _mm512_castsi512_si256(emax16[r]) : _mm512_extracti64x4_epi64(emax16[r], 1);
+      const __m512i em = _mm512_max_epi32(_mm512_cvtepi16_epi32(half), acc_exponent_code(acc[r][v]));
+      const __mmask16 inside = _mm512_cmpge_epi32_mask(em, lo) & _mm512_cmple_epi32_mask(em, hi);
+      const __mmask16 all_zero = _mm512_cmplt_epi32_mask(em, _mm512_set1_epi32(-3000));
+      const __mmask16 acc_neg_zero = _mm512_cmpeq_epi32_mask(_mm512_castps_si512(acc[r][v]), neg_zero);
+      redo[r][v] = static_cast<__mmask16>((~(inside | all_zero)) | acc_neg_zero);
+      emax[r][v] = _mm512_maskz_mov_epi32(inside, em);
+      scale[r][v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(152), emax[r][v]), 23));
+    }
+  }
+  __m512i sum[kMr][2];
+  for (int r = 0; r < kMr; ++r) sum[r][0] = sum[r][1] = _mm512_setzero_si512();
+  for (int kk = 0; kk < 16; ++kk) {
+    const __m512 b0 = _mm512_loadu_ps(bp + kk * kNr), b1 = _mm512_loadu_ps(bp + kk * kNr + 16);
+    for (int r = 0; r < kMr; ++r) {
+      const __m512 a = _mm512_set1_ps(ap[kk * kMr + r]);
+      sum[r][0] = _mm512_add_epi32(sum[r][0], _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(a, b0), scale[r][0])));
+      sum[r][1] = _mm512_add_epi32(sum[r][1], _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(a, b1), scale[r][1])));
+    }
+  }
+  constexpr int kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
+  for (int r = 0; r < kMr; ++r) {
+    for (int v = 0; v < 2; ++v) {
+      const __m512i c_term = _mm512_cvttps_epi32(_mm512_mul_ps(acc[r][v], scale[r][v]));
+      const __m512i s = sum[r][v];
+      const __m512i lo64 = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(s)),
+                                            _mm512_cvtepi32_epi64(_mm512_castsi512_si256(c_term)));
+      const __m512i hi64 = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(s, 1)),
+                                            _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(c_term, 1)));
+      const __m256 flo = _mm512_cvt_roundepi64_ps(lo64, kRz), fhi = _mm512_cvt_roundepi64_ps(hi64, kRz);
+      const __m512 total = _mm512_insertf32x8(_mm512_castps256_ps512(flo), fhi, 1);
+      const __m512 unscale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(emax[r][v], _mm512_set1_epi32(102)), 23));
+      __m512 out = _mm512_mul_round_ps(total, unscale, kRz);
+      if (redo[r][v]) {
+        alignas(64) float old_lanes[16], new_lanes[16];
+        _mm512_store_ps(old_lanes, acc[r][v]);
+        _mm512_store_ps(new_lanes, out);
+        const int64_t m = m0 + r;
+        for (int lane = 0; lane < 16; ++lane) {
+          const int64_t n = n0 + v * 16 + lane;
+          if (!((redo[r][v] >> lane) & 1) || m >= g.M || n >= g.N) continue;
+          new_lanes[lane] = scalar_step(g.model, g.K, g.A + m * g.lda, g.B + n * g.ldb, k0, old_lanes[lane]);
+        }
+        out = _mm512_load_ps(new_lanes);
+      }
+      acc[r][v] = out;
+    }
+  }
+}
+
+}  // namespace
+
+void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                     const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
+  const MmaModelParams p = mma_model_params(model);
+  if (p.L != 16 || p.F != 25 || p.out_fraction_bits != 23 || M <= 0 || N <= 0 || K <= 0) {
+    model_gemm_bf16_scalar(model, M, N, K, A, lda, B, ldb, C, ldc);
+    return;
+  }
+  const int64_t Kp = (K + 15) / 16 * 16;
+  const Packed pa = pack(A, M, lda, K, Kp, kMr);
+  const Packed pb = pack(B, N, ldb, K, Kp, kNr);
+  const GemmArgs g{model, M, N, K, A, lda, B, ldb};
+  const int64_t m_tiles = (M + kMc - 1) / kMc, n_panels = (N + kNr - 1) / kNr;
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t mt = 0; mt < m_tiles; ++mt) {
+    for (int64_t np = 0; np < n_panels; ++np) {
+      const int64_t n0 = np * kNr;
+      const __mmask16 lane_mask[2] = {
+          static_cast<__mmask16>(N - n0 >= 16 ? 0xFFFF : (1u << (N - n0)) - 1),
+          static_cast<__mmask16>(N - n0 - 16 >= 16 ? 0xFFFF : (N - n0 <= 16 ? 0 : (1u << (N - n0 - 16)) - 1))};
+      const int64_t m_end = std::min<int64_t>(M, (mt + 1) * kMc);
+      for (int64_t kb = 0; kb < Kp; kb += kKc) {
+        const int64_t kb_end = std::min<int64_t>(Kp, kb + kKc);
+        for (int64_t m0 = mt * kMc; m0 < m_end; m0 += kMr) {
+          __m512 acc[kMr][2];
+          for (int r = 0; r < kMr; ++r)
+            for (int v = 0; v < 2; ++v)
+              acc[r][v] = m0 + r < M ? _mm512_maskz_loadu_ps(lane_mask[v], C + (m0 + r) * ldc + n0 + v * 16)
+                                     : _mm512_setzero_ps();
+          const int64_t mb = m0 / kMr;
+          for (int64_t k0 = kb; k0 < kb_end; k0 += 16) {
+            micro_step(g, pa.val.data() + (mb * Kp + k0) * kMr, pa.exp.data() + (mb * Kp + k0) * kMr,
+                       pb.val.data() + (np * Kp + k0) * kNr, pb.exp.data() + (np * Kp + k0) * kNr, m0, n0, k0, acc);
+          }
+          for (int r = 0; r < kMr; ++r)
+            for (int v = 0; v < 2; ++v)
+              if (m0 + r < M) _mm512_mask_storeu_ps(C + (m0 + r) * ldc + n0 + v * 16, lane_mask[v], acc[r][v]);
+        }
+      }
+    }
+  }
+}
+
+#else  // no AVX-512: the specification itself
+
 void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                      const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
   model_gemm_bf16_scalar(model, M, N, K, A, lda, B, ldb, C, ldc);
 }
+
+#endif
 
 }  // namespace calico::ref

@@ -9,14 +9,14 @@
 // element).
 #pragma once
 
+#include <cmath>    // host side of every build, nvcc's host pass included (std::fma, std::nearbyint)
 #include <cstdint>
+#include <cstring>  // std::memcpy for host bit casts
 
 #if defined(__CUDACC__)
 #define CALICO_HD __host__ __device__ __forceinline__
 #else
 #define CALICO_HD inline
-#include <cmath>
-#include <cstring>
 #endif
 
 namespace calico {
@@ -246,7 +246,9 @@ CALICO_HD uint8_t mx_quantize_block(const float* x, int n, Fp8Kind kind, MxScale
 }
 
 // Dequantise one MX element to bf16, as the Hopper path does (DESIGN 2.6): the float product
-// element * 2^s is exact (at most 4 significant bits, exponent >= -136 > -149), then bf16 RNE.
+// element * 2^s is exact (at most 4 significant bits, lowest bit >= 2^-143 > 2^-149), then one bf16 RNE,
+// which is exact while the result's lowest bit is >= 2^-133 (bf16's subnormal quantum); beyond the float
+// range (e5m2 or e4m3 times 2^127) it gives inf.
 CALICO_HD uint16_t mx_dequantize_to_bf16(uint8_t element, uint8_t scale, Fp8Kind kind) {
   if (e8m0_is_nan(scale)) return kBf16CanonicalNaN;
   const float v = fp8_to_f32(element, kind);
@@ -281,13 +283,16 @@ CALICO_HD float calico_exp(float x) {
 }
 
 // sigmoid(g) = 1 / (1 + exp(-g)); silu(g) = g * sigmoid(g) written as g / (1 + exp(-g)) (DESIGN 2.1).
-CALICO_HD float calico_sigmoid(float g) { return 1.0f / (1.0f + calico_exp(-g)); }
-CALICO_HD float calico_silu(float g) { return g / (1.0f + calico_exp(-g)); }
+// NOTE (probe-mma 2026-11-30): NaN results are made canonical (0x7FFFFFFF): x86 keeps an input NaN's payload
+// and makes inf/inf 0xFFC00000, CUDA gives 0x7FFFFFFF; tests/megakernel/test_numerics_gpu.cpp found it.
+CALICO_HD float canonical_nan(float x) { return f32_is_nan(x) ? bits_f32(kF32CanonicalNaN) : x; }
+CALICO_HD float calico_sigmoid(float g) { return canonical_nan(1.0f / (1.0f + calico_exp(-g))); }
+CALICO_HD float calico_silu(float g) { return canonical_nan(g / (1.0f + calico_exp(-g))); }
 
 // d silu / d g = s * (1 + g * (1 - s)), s = sigmoid(g), evaluated in exactly this order.
 CALICO_HD float calico_silu_grad(float g) {
   const float s = calico_sigmoid(g);
-  return s * (1.0f + g * (1.0f - s));
+  return canonical_nan(s * (1.0f + g * (1.0f - s)));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -295,8 +300,20 @@ CALICO_HD float calico_silu_grad(float g) {
 //
 // The step fuses L exact products and the accumulator c. Each term is sign * M * 2^(E - P) with integer M
 // holding P fraction bits; E = e_a + e_b (+ block-scale exponents) for products, floor(log2|c|) (clamped at
-// -126) for c, and -133 for any zero term. All terms are truncated toward zero to multiples of
-// 2^(Emax - F), summed exactly, normalised once and rounded toward zero to `out_fraction_bits`.
+// -126) for c. All terms are truncated toward zero to multiples of 2^(Emax - F), summed exactly, normalised
+// once and rounded toward zero to `out_fraction_bits` on a grid that stops at 2^(-126 - out_fraction_bits).
+//
+// Zero terms and zero sums differ between the rows:
+//  - BF16 rows (DESIGN 2.5, matched on our H200 for mma.sync bf16): any zero term has E = -133; a zero sum
+//    is -0 only when every term is a negative zero.
+//  - FP8 rows follow MMA-Sim (github.com/microsoft/MMA-Sim, mmasim/simulator/arithmetic.py,
+//    extract_significand_exponent / fused_dot_add / nv_fused_dot_add; nv_ptx.py wgmma and
+//    tcgen05mma_block_scale): a zero operand decodes with exponent -126, so a zero product keeps
+//    E = -126 + e_other (+ both scale exponents), a zero c has E = -126, and a zero sum is +0 (their
+//    truncation drops the sign). Hopper wgmma FP8: F = 13 and the result keeps 13 fraction bits ("f32_e8m13"),
+//    so below 2^-126 its grid is 2^-139. Blackwell kind::mxf8f6f4 (K = 32): F = 25, fp32 RZ. NaN rules are
+//    theirs too: the products and c summed in float64 give NaN (any NaN input or E8M0 NaN scale, inf*0,
+//    +inf with -inf) -> 0x7FFFFFFF, or inf -> that inf.
 // ---------------------------------------------------------------------------------------------------------
 enum class MmaModel : uint8_t {
   hopper_bf16,       // wgmma k16 / mma.sync m16n8k16 bf16, fp32 accumulate: L=16, F=25
@@ -305,20 +322,26 @@ enum class MmaModel : uint8_t {
   blackwell_mxfp8,   // tcgen05 kind::mxf8f6f4 block_scale, block 32: L=32, F=25
 };
 
+enum class MmaZeroRule : uint8_t {
+  fixed_minus_133,  // BF16 rows: zero terms at E = -133; all-negative-zero terms give -0
+  mmasim,           // FP8 rows: zero operand and zero c decode with exponent -126; a zero sum is +0
+};
+
 struct MmaModelParams {
   int L;                  // products fused per step
   int F;                  // alignment width below the largest term's exponent
   int out_fraction_bits;  // fraction bits kept by the final round-toward-zero
+  MmaZeroRule zero_rule;
 };
 
 CALICO_HD MmaModelParams mma_model_params(MmaModel m) {
   switch (m) {
-    case MmaModel::hopper_bf16: return {16, 25, 23};
-    case MmaModel::hopper_fp8: return {32, 13, 13};
-    case MmaModel::blackwell_bf16: return {16, 25, 23};
-    case MmaModel::blackwell_mxfp8: return {32, 25, 23};
+    case MmaModel::hopper_bf16: return {16, 25, 23, MmaZeroRule::fixed_minus_133};
+    case MmaModel::hopper_fp8: return {32, 13, 13, MmaZeroRule::mmasim};
+    case MmaModel::blackwell_bf16: return {16, 25, 23, MmaZeroRule::fixed_minus_133};
+    case MmaModel::blackwell_mxfp8: return {32, 25, 23, MmaZeroRule::mmasim};
   }
-  return {16, 25, 23};
+  return {16, 25, 23, MmaZeroRule::fixed_minus_133};
 }
 
 // One decoded term of the fused sum.
@@ -355,21 +378,28 @@ CALICO_HD MmaOperand decode_fp8_operand(uint8_t v, Fp8Kind kind) {
   return {frac | (1u << fmt.fraction_bits), exp_field - fmt.bias, fmt.fraction_bits, neg, false};
 }
 
-constexpr int kMmaZeroTermExponent = -133;
+constexpr int kMmaZeroTermExponent = -133;    // BF16 rows
+constexpr int kMmaSimZeroOperandExponent = -126;  // FP8 rows (MMA-Sim): exponent of a zero operand or zero c
 
-CALICO_HD MmaTerm mma_product_term(const MmaOperand& a, const MmaOperand& b, int scale_exponent) {
+CALICO_HD MmaTerm mma_product_term(const MmaOperand& a, const MmaOperand& b, int scale_exponent,
+                                   MmaZeroRule rule = MmaZeroRule::fixed_minus_133) {
   const bool neg = a.negative != b.negative;
-  if (a.zero || b.zero) return {0, kMmaZeroTermExponent, 0, neg};
+  if (a.zero || b.zero) {
+    if (rule == MmaZeroRule::fixed_minus_133) return {0, kMmaZeroTermExponent, 0, neg};
+    const int ea = a.zero ? kMmaSimZeroOperandExponent : a.e, eb = b.zero ? kMmaSimZeroOperandExponent : b.e;
+    return {0, ea + eb + scale_exponent, 0, neg};
+  }
   return {static_cast<int64_t>(a.m) * b.m, a.e + b.e + scale_exponent, a.p + b.p, neg};
 }
 
-CALICO_HD MmaTerm mma_accumulator_term(float c) {
+CALICO_HD MmaTerm mma_accumulator_term(float c, MmaZeroRule rule = MmaZeroRule::fixed_minus_133) {
   const uint32_t u = f32_bits(c);
   const bool neg = (u >> 31) != 0;
   const int exp_field = static_cast<int>((u >> 23) & 0xFF);
   const uint32_t frac = u & 0x7FFFFFu;
   if (exp_field == 0) {
-    if (frac == 0) return {0, kMmaZeroTermExponent, 0, neg};
+    if (frac == 0)
+      return {0, rule == MmaZeroRule::fixed_minus_133 ? kMmaZeroTermExponent : kMmaSimZeroOperandExponent, 0, neg};
     return {frac, -126, 23, neg};
   }
   return {static_cast<int64_t>(frac | 0x800000u), exp_field - 127, 23, neg};
@@ -385,24 +415,27 @@ CALICO_HD int64_t mma_aligned_term(const MmaTerm& t, int emax, int F) {
   return t.negative ? -v : v;
 }
 
-// Normalise sum * 2^unit_exponent once and round toward zero to `fraction_bits` (fp32 range, subnormals
-// kept on the fp32 grid). |result| >= 2^128 gives inf. A zero sum is +0 unless every term was a negative zero.
-CALICO_HD float mma_round_toward_zero(int64_t sum, int unit_exponent, int fraction_bits, bool all_negative_zero) {
-  if (sum == 0) return all_negative_zero ? -0.0f : 0.0f;
+// Normalise sum * 2^unit_exponent once and round toward zero to `fraction_bits` bits below the leading bit,
+// the exponent clamped at -126 as fp32 does (so 23 bits give the fp32 subnormal grid 2^-149, 13 bits give
+// 2^-139). |result| >= 2^128 gives inf. An exact zero is +0, whatever the terms' signs: measured on the H200
+// for BF16 (mma.sync and wgmma, megakernel/PROBE.md) and MMA-Sim's rule for the FP8 rows.
+CALICO_HD float mma_round_toward_zero(int64_t sum, int unit_exponent, int fraction_bits) {
+  if (sum == 0) return 0.0f;
   const bool neg = sum < 0;
   uint64_t mag = static_cast<uint64_t>(neg ? -sum : sum);
   const int msb = 63 - count_leading_zeros64(mag);
   int exponent = msb + unit_exponent;  // floor(log2 |result|)
   const uint32_t sign = neg ? 0x80000000u : 0u;
   if (exponent >= 128) return bits_f32(sign | 0x7F800000u);
-  // Keep bits down to 2^(exponent - fraction_bits), and never below the fp32 subnormal quantum 2^-149.
-  int lsb = exponent - fraction_bits;
-  if (lsb < -149) lsb = -149;
+  // Keep bits down to 2^(max(exponent, -126) - fraction_bits).
+  const int lsb = (exponent < -126 ? -126 : exponent) - fraction_bits;
   const int drop = lsb - unit_exponent;  // bits of mag below the kept grid
   if (drop > 0) mag = drop >= 64 ? 0 : (mag >> drop);
   else mag <<= -drop;
   // Now value = mag * 2^lsb exactly, with at most fraction_bits+1 significant bits (<= 24).
-  if (mag == 0) return bits_f32(sign);
+  // NOTE (probe-mma 2026-11-30, megakernel/PROBE.md): a nonzero sum truncated to zero gives +0 on the H200
+  // (mma.sync and wgmma bf16), not a zero of the sum's sign.
+  if (mag == 0) return 0.0f;
   // Build the float: mag * 2^lsb is exactly representable.
   const int top = 63 - count_leading_zeros64(mag);
   const int e = top + lsb;
@@ -418,15 +451,14 @@ CALICO_HD float mma_round_toward_zero(int64_t sum, int unit_exponent, int fracti
 
 // The fused step over n product terms plus the accumulator term, given NaN/inf status already resolved.
 CALICO_HD float mma_fused_sum(const MmaTerm* terms, int n, const MmaModelParams& p) {
-  int emax = kMmaZeroTermExponent;
-  bool all_negative_zero = true;
-  for (int i = 0; i < n; ++i) {
+  int emax = terms[0].exponent;
+  for (int i = 1; i < n; ++i)
     if (terms[i].exponent > emax) emax = terms[i].exponent;
-    if (terms[i].magnitude != 0 || !terms[i].negative) all_negative_zero = false;
-  }
   int64_t sum = 0;
   for (int i = 0; i < n; ++i) sum += mma_aligned_term(terms[i], emax, p.F);
-  return mma_round_toward_zero(sum, emax - p.F, p.out_fraction_bits, all_negative_zero);
+  // NOTE (probe-mma 2026-11-30, megakernel/PROBE.md): an exact zero result is +0 for every row, even when
+  // every term is -0. Regression: tests/megakernel/test_probe_model.cpp ZeroResultIsPositive.
+  return mma_round_toward_zero(sum, emax - p.F, p.out_fraction_bits);
 }
 
 // Special values (DESIGN 2.5 rule 1). Returns true and sets `out` when the result is NaN or inf.
@@ -489,12 +521,12 @@ CALICO_HD float mma_step_fp8(const uint8_t* a, Fp8Kind ka, uint8_t scale_a, cons
     const MmaOperand da = decode_fp8_operand(a[i], ka), db = decode_fp8_operand(b[i], kb);
     specials.add_product(fp8_is_nan(a[i], ka), fp8_is_inf(a[i], ka), da.zero, da.negative, fp8_is_nan(b[i], kb),
                          fp8_is_inf(b[i], kb), db.zero, db.negative);
-    terms[i] = mma_product_term(da, db, scale_exponent);
+    terms[i] = mma_product_term(da, db, scale_exponent, p.zero_rule);
   }
   specials.add_accumulator(c);
   float out;
   if (specials.resolve(out)) return out;
-  terms[32] = mma_accumulator_term(c);
+  terms[32] = mma_accumulator_term(c, p.zero_rule);
   return mma_fused_sum(terms, 33, p);
 }
 

@@ -34,8 +34,12 @@ struct Schedule {
   std::vector<int64_t> rank_rows;                   // [R] padded rows each rank receives
   std::vector<int64_t> rank_capacity;               // [R] rows reserved (>= rank_rows)
   // Traffic per (source rank, destination rank), row-major [R*R]; the diagonal is local.
-  std::vector<int64_t> dispatch_tokens;  // unique (token, destination rank) pairs: one copy per rank
-  std::vector<int64_t> combine_rows;     // (token, k) rows returned to the token's home rank
+  // dispatch_tokens[src*R + dst]: tokens of home rank src with at least one expert on dst (one copy per
+  //   destination rank, whatever the number of its experts there); the backward pass sends d_out the same way.
+  // combine_rows[src*R + dst]: (token, k) rows computed on owner rank src and returned to home rank dst; the
+  //   backward pass returns d_x rows the same way. Sum over the matrix = tokens * K.
+  std::vector<int64_t> dispatch_tokens;
+  std::vector<int64_t> combine_rows;
 
   int owner_of_expert(int e) const { return e / experts_per_rank; }
   int home_rank_of_token(int64_t g) const { return static_cast<int>(g / tokens_per_rank); }

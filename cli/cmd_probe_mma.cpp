@@ -1,0 +1,56 @@
+// `calico probe-mma`: run a tensor-core instruction on the GPU for many generated inputs and compare every
+// output element with the numerics.h model bit for bit (megakernel/PROBE.md). Exit 0 when all match, 1 on
+// any mismatch, 2 on bad input.
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "calico/error.h"
+#include "calico/megakernel.h"
+#include "command.h"
+
+namespace {
+
+std::string instruction_help() {
+  std::string s = "Instruction to probe:";
+  for (const auto& i : calico::gpu::probe_instructions())
+    s += "\n  " + i.name + (i.required_sm >= 100 ? "  [Blackwell]" : "") + ": " + i.description;
+  return s;
+}
+
+calico::cli::Registrar probe_mma(
+    "probe-mma", "Check a tensor-core instruction against the numerics.h model, bit for bit", [](CLI::App& sub) {
+      auto o = std::make_shared<calico::gpu::ProbeMmaOptions>();
+      auto json = std::make_shared<std::string>();
+      auto no_targeted = std::make_shared<bool>(false);
+      sub.footer(
+          "Families of random cases (case i is family i % 8): random_bits, random_finite, wide_spread,\n"
+          "cancellation, c_zero, near_underflow, overflow, carry; then every targeted vector (alignment width,\n"
+          "rounding direction, carries, zero-term exponent, signed zeros, NaN/inf, overflow, subnormals, every\n"
+          "operand code); then --chain-tiles 64x256 tiles chained over --chain-k (wgmma.* only).\n"
+          "Example: calico probe-mma --instr wgmma.e4m3 --cases 1000000 --chain-tiles 4 --json out.json");
+      sub.add_option("--instr", o->instr, instruction_help())->required();
+      sub.add_option("--cases", o->cases, "Random instruction executions (each checks M*N outputs)")
+          ->capture_default_str();
+      sub.add_option("--seed", o->seed, "Seed of the input generator")->capture_default_str();
+      sub.add_option("--chain-tiles", o->chain_tiles, "End-to-end 64x256 tiles chained over --chain-k")
+          ->capture_default_str();
+      sub.add_option("--chain-k", o->chain_k, "K of the chained tiles (multiple of 128)")->capture_default_str();
+      sub.add_option("--max-records", o->max_records, "Mismatches kept with their inputs, per family")
+          ->capture_default_str();
+      sub.add_flag("--no-targeted", *no_targeted, "Skip the targeted vectors");
+      sub.add_option("--json", *json, "Also write the full report (mismatches with inputs) as JSON to this file");
+      return [o, json, no_targeted] {
+        o->targeted = !*no_targeted;
+        const calico::gpu::ProbeMmaReport rep = calico::gpu::probe_mma(*o);
+        std::fputs(rep.summary().c_str(), stdout);
+        if (!json->empty()) {
+          std::ofstream f(*json);
+          calico::require(static_cast<bool>(f), "--json: cannot write '{}'", *json);
+          f << rep.to_json() << "\n";
+        }
+        return rep.total_mismatches() == 0 ? 0 : 1;
+      };
+    });
+
+}  // namespace

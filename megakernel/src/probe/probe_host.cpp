@@ -1,0 +1,605 @@
+// Host side of the tensor-core probe (`calico probe-mma`, issue 5; megakernel/PROBE.md): generates inputs
+// per family, runs the instruction through the launchers of probe_kernels.h, evaluates the numerics.h model
+// for every output element on the host (OpenMP), and reports each mismatch with its inputs. On mismatches it
+// searches the model's parameters (alignment width F, output fraction bits, zero-term exponent, how the K
+// products are grouped) for variants that explain all the data: the starting point of a model fix.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "calico/error.h"
+#include "calico/megakernel.h"
+#include "calico/numerics.h"
+#include "probe_kernels.h"
+#include "probe_model.h"
+
+namespace calico::gpu {
+namespace {
+
+using probe::ProbeKernel;
+using probe::OperandFormat;
+using probe::Rng;
+using probe::TargetedVector;
+
+struct InstrSpec {
+  const char* name;
+  const char* description;
+  int required_sm;
+  ProbeKernel kernel;
+  int m, n, k;
+  bool fp8;
+  Fp8Kind kind;
+  MmaModel model;
+  bool chain;  // has the 64 x 256 chained-tile kernel
+};
+
+const InstrSpec kInstrs[] = {
+    {"mma.sync.bf16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (warp, sm_80+)", 90,
+     ProbeKernel::mma_sync_bf16, 16, 8, 16, false, Fp8Kind::e4m3, MmaModel::hopper_bf16, false},
+    {"wgmma.bf16", "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 (warpgroup, sm_90a; chain m64n256k16)", 90,
+     ProbeKernel::wgmma_bf16, 64, 8, 16, false, Fp8Kind::e4m3, MmaModel::hopper_bf16, true},
+    {"wgmma.e4m3", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 (warpgroup, sm_90a; chain m64n256k32)", 90,
+     ProbeKernel::wgmma_e4m3, 64, 8, 32, true, Fp8Kind::e4m3, MmaModel::hopper_fp8, true},
+    {"wgmma.e5m2", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2 (warpgroup, sm_90a; chain m64n256k32)", 90,
+     ProbeKernel::wgmma_e5m2, 64, 8, 32, true, Fp8Kind::e5m2, MmaModel::hopper_fp8, true},
+    {"tcgen05.f16", "tcgen05.mma.cta_group::1.kind::f16 bf16, f32 accumulate (sm_100a; kernel not written yet)", 100,
+     ProbeKernel::tcgen05_f16, 128, 16, 16, false, Fp8Kind::e4m3, MmaModel::blackwell_bf16, false},
+    {"tcgen05.mxf8.e4m3",
+     "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale e4m3, scale_vec::1X (sm_100a; kernel not written yet)",
+     100, ProbeKernel::tcgen05_mxf8_e4m3, 128, 16, 32, true, Fp8Kind::e4m3, MmaModel::blackwell_mxfp8, false},
+};
+
+const InstrSpec& find_instr(const std::string& name) {
+  for (const auto& s : kInstrs)
+    if (name == s.name) return s;
+  std::string names;
+  for (const auto& s : kInstrs) names += std::string(names.empty() ? "" : ", ") + s.name;
+  throw Error(fmt::format("--instr: unknown instruction '{}'; known: {}", name, names));
+}
+
+OperandFormat format_of(const InstrSpec& s) { return s.fp8 ? OperandFormat::fp8_of(s.kind) : OperandFormat::bf16(); }
+
+// One batch of single-instruction cases, laid out as probe_kernels.h describes.
+struct Batch {
+  int64_t cases = 0;
+  std::vector<uint8_t> a, b, sa, sb;  // sa/sb: E8M0 scales per row of A / column of B (Blackwell MX only)
+  std::vector<uint32_t> c, d;
+  std::vector<int> family;            // per case
+  std::vector<int> targeted_first;    // per case: index of the first targeted vector on its diagonal, or -1
+};
+
+void resize(Batch& bt, const InstrSpec& s, int64_t cases) {
+  const int eb = s.fp8 ? 1 : 2;
+  bt.cases = cases;
+  bt.a.assign(static_cast<size_t>(cases) * s.m * s.k * eb, 0);
+  bt.b.assign(static_cast<size_t>(cases) * s.n * s.k * eb, 0);
+  bt.sa.assign(static_cast<size_t>(cases) * s.m, 127);
+  bt.sb.assign(static_cast<size_t>(cases) * s.n, 127);
+  bt.c.assign(static_cast<size_t>(cases) * s.m * s.n, 0);
+  bt.family.assign(cases, 0);
+  bt.targeted_first.assign(cases, -1);
+}
+
+void put(std::vector<uint8_t>& bytes, size_t index, uint32_t bits, int eb) {
+  if (eb == 1) bytes[index] = static_cast<uint8_t>(bits);
+  else {
+    bytes[2 * index] = static_cast<uint8_t>(bits);
+    bytes[2 * index + 1] = static_cast<uint8_t>(bits >> 8);
+  }
+}
+
+uint32_t get(const std::vector<uint8_t>& bytes, size_t index, int eb) {
+  if (eb == 1) return bytes[index];
+  return static_cast<uint32_t>(bytes[2 * index]) | (static_cast<uint32_t>(bytes[2 * index + 1]) << 8);
+}
+
+void run_batch_on_device(const InstrSpec& s, Batch& bt) {
+  switch (s.kernel) {
+    case ProbeKernel::mma_sync_bf16: bt.d = probe::launch_mma_sync_bf16_tiles(bt.a, bt.b, bt.c, bt.cases); break;
+    case ProbeKernel::wgmma_bf16:
+    case ProbeKernel::wgmma_e4m3:
+    case ProbeKernel::wgmma_e5m2: bt.d = probe::launch_wgmma_tiles(s.kernel, bt.a, bt.b, bt.c, bt.cases); break;
+    case ProbeKernel::tcgen05_f16:
+    case ProbeKernel::tcgen05_mxf8_e4m3:
+      bt.d = probe::launch_tcgen05_tiles(s.kernel, bt.a, bt.b, bt.c, bt.sa, bt.sb, bt.cases);
+      break;
+  }
+}
+
+// The model for output (m, n) of case cs: the operands' bit patterns for one step, and the model's result.
+struct OutputInputs {
+  std::vector<uint32_t> a, b;
+  uint32_t c = 0;
+  uint8_t sa = 127, sb = 127;
+};
+
+OutputInputs inputs_of(const InstrSpec& s, const Batch& bt, int64_t cs, int m, int n) {
+  const int eb = s.fp8 ? 1 : 2;
+  OutputInputs in;
+  in.a.resize(s.k);
+  in.b.resize(s.k);
+  for (int kk = 0; kk < s.k; ++kk) {
+    in.a[kk] = get(bt.a, (static_cast<size_t>(cs) * s.m + m) * s.k + kk, eb);
+    in.b[kk] = get(bt.b, (static_cast<size_t>(cs) * s.n + n) * s.k + kk, eb);
+  }
+  in.c = bt.c[(static_cast<size_t>(cs) * s.m + m) * s.n + n];
+  in.sa = bt.sa[static_cast<size_t>(cs) * s.m + m];
+  in.sb = bt.sb[static_cast<size_t>(cs) * s.n + n];
+  return in;
+}
+
+uint32_t model_step(const InstrSpec& s, const uint32_t* a, const uint32_t* b, uint32_t c, uint8_t sa, uint8_t sb) {
+  if (!s.fp8) {
+    uint16_t a16[16], b16[16];
+    for (int i = 0; i < 16; ++i) {
+      a16[i] = static_cast<uint16_t>(a[i]);
+      b16[i] = static_cast<uint16_t>(b[i]);
+    }
+    return f32_bits(mma_step_bf16(a16, b16, bits_f32(c), s.model));
+  }
+  uint8_t a8[32], b8[32];
+  for (int i = 0; i < 32; ++i) {
+    a8[i] = static_cast<uint8_t>(a[i]);
+    b8[i] = static_cast<uint8_t>(b[i]);
+  }
+  return f32_bits(mma_step_fp8(a8, s.kind, sa, b8, s.kind, sb, bits_f32(c), s.model));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Families of random cases
+// ---------------------------------------------------------------------------------------------------------
+const char* const kFamilies[] = {"random_bits",  "random_finite", "wide_spread", "cancellation",
+                                 "c_zero",       "near_underflow", "overflow",   "carry"};
+constexpr int kFamilyCount = 8;
+
+void generate_case(const InstrSpec& s, int family, Rng& rng, Batch& bt, int64_t cs) {
+  const OperandFormat f = format_of(s);
+  const int eb = f.bytes;
+  auto A = [&](int m, int kk, uint32_t v) { put(bt.a, (static_cast<size_t>(cs) * s.m + m) * s.k + kk, v, eb); };
+  auto B = [&](int n, int kk, uint32_t v) { put(bt.b, (static_cast<size_t>(cs) * s.n + n) * s.k + kk, v, eb); };
+  auto C = [&](int m, int n, uint32_t v) { bt.c[(static_cast<size_t>(cs) * s.m + m) * s.n + n] = v; };
+  const int span = f.emax - f.emin;
+  // Exponent window for the operands and the product exponent the accumulators are drawn around.
+  int lo = f.emin, hi = f.emax;
+  switch (family) {
+    case 2: {  // wide_spread: a random window of random width
+      const int w = rng.uniform(0, span);
+      lo = rng.uniform(f.emin, f.emax - w);
+      hi = lo + w;
+      break;
+    }
+    case 3:
+    case 4:
+    case 7: {  // narrow windows
+      lo = rng.uniform(f.emin, f.emax - 3);
+      hi = lo + rng.uniform(0, 3);
+      break;
+    }
+    case 5: {  // near_underflow: the lowest exponents (bf16 products reach the fp32 subnormal range)
+      lo = f.emin - f.frac_bits;
+      hi = f.fp8 ? f.emin + 2 : -60;
+      if (!f.fp8) lo = -90;
+      break;
+    }
+    case 6: {  // overflow: the highest exponents
+      lo = f.emax - 3;
+      hi = f.emax;
+      break;
+    }
+    default: break;
+  }
+  auto operand = [&](void) -> uint32_t {
+    switch (family) {
+      case 0: return rng.bits(f.bytes * 8);
+      case 1: return f.random_finite(rng);
+      case 5:
+        if (rng.uniform(0, 3) == 0) return f.random_subnormal(rng);
+        return f.random_normal(rng, lo, hi);
+      case 7: return f.make(rng.coin(), rng.uniform(lo, hi), f.frac_mask() - (rng.bits(2) & f.frac_mask()));
+      default: return f.random_normal(rng, lo, hi);
+    }
+  };
+  for (int m = 0; m < s.m; ++m)
+    for (int kk = 0; kk < s.k; ++kk) A(m, kk, operand());
+  for (int n = 0; n < s.n; ++n)
+    for (int kk = 0; kk < s.k; ++kk) B(n, kk, operand());
+  if (family == 7) {  // carry: one sign per row of A and column of B, so every product of an output agrees
+    for (int m = 0; m < s.m; ++m) {
+      const bool neg = rng.coin();
+      for (int kk = 0; kk < s.k; ++kk) {
+        const size_t i = (static_cast<size_t>(cs) * s.m + m) * s.k + kk;
+        put(bt.a, i, (get(bt.a, i, eb) & ~f.sign_bit()) | (neg ? f.sign_bit() : 0), eb);
+      }
+    }
+    for (int n = 0; n < s.n; ++n)
+      for (int kk = 0; kk < s.k; ++kk) {
+        const size_t i = (static_cast<size_t>(cs) * s.n + n) * s.k + kk;
+        put(bt.b, i, get(bt.b, i, eb) & ~f.sign_bit(), eb);
+      }
+  }
+  if (family == 3) {  // cancellation: a[2i+1] = a[2i], b[2i+1] = -b[2i] with its last bit(s) perturbed
+    for (int m = 0; m < s.m; ++m)
+      for (int kk = 0; kk + 1 < s.k; kk += 2) {
+        const size_t i = (static_cast<size_t>(cs) * s.m + m) * s.k + kk;
+        put(bt.a, i + 1, get(bt.a, i, eb), eb);
+      }
+    for (int n = 0; n < s.n; ++n)
+      for (int kk = 0; kk + 1 < s.k; kk += 2) {
+        const size_t i = (static_cast<size_t>(cs) * s.n + n) * s.k + kk;
+        uint32_t v = get(bt.b, i, eb) ^ f.sign_bit();
+        if (rng.coin()) v ^= rng.bits(2) & f.frac_mask();
+        if (f.is_nan(v) || f.is_inf(v)) v = get(bt.b, i, eb) ^ f.sign_bit();
+        put(bt.b, i + 1, v, eb);
+      }
+  }
+  // Accumulators: a mix per element, drawn around the products' exponent 2 * window.
+  for (int m = 0; m < s.m; ++m)
+    for (int n = 0; n < s.n; ++n) {
+      uint32_t c = 0;
+      const int pe = rng.uniform(2 * lo, 2 * hi);
+      const int mode = family == 4 ? 0 : rng.uniform(0, 7);
+      switch (mode) {
+        case 0: c = rng.coin() ? 0x80000000u : 0u; break;
+        case 1:
+          c = family == 0 ? rng.bits(32) : probe::random_f32(rng, -149, 127);
+          break;
+        case 2: c = probe::random_f32(rng, pe - 40, pe - 20); break;
+        case 3: c = probe::random_f32(rng, pe + 8, pe + 30); break;
+        case 4:
+          if (family == 5) {
+            c = rng.bits(23) | (rng.coin() ? 0x80000000u : 0u);  // fp32 subnormal
+            break;
+          }
+          if (family == 6) {
+            c = (rng.coin() ? 0x80000000u : 0u) | (0x7F7FFFFFu - rng.bits(4));
+            break;
+          }
+          [[fallthrough]];
+        default: c = probe::random_f32(rng, pe - 4, pe + 4); break;
+      }
+      C(m, n, c);
+    }
+}
+
+// Puts targeted vectors t0 .. t0 + N - 1 on the diagonal of case cs (row m carries vector m % N).
+void place_targeted(const InstrSpec& s, const std::vector<TargetedVector>& tv, size_t t0, Batch& bt, int64_t cs) {
+  const int eb = s.fp8 ? 1 : 2;
+  for (int m = 0; m < s.m; ++m) {
+    const TargetedVector& v = tv[std::min(t0 + m % s.n, tv.size() - 1)];
+    for (int kk = 0; kk < s.k; ++kk) put(bt.a, (static_cast<size_t>(cs) * s.m + m) * s.k + kk, v.a[kk], eb);
+    for (int n = 0; n < s.n; ++n) {
+      const TargetedVector& vn = tv[std::min(t0 + n, tv.size() - 1)];
+      bt.c[(static_cast<size_t>(cs) * s.m + m) * s.n + n] = (m % s.n == n) ? vn.c : v.c;
+    }
+  }
+  for (int n = 0; n < s.n; ++n) {
+    const TargetedVector& v = tv[std::min(t0 + n, tv.size() - 1)];
+    for (int kk = 0; kk < s.k; ++kk) put(bt.b, (static_cast<size_t>(cs) * s.n + n) * s.k + kk, v.b[kk], eb);
+  }
+  bt.targeted_first[cs] = static_cast<int>(t0);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Comparison
+// ---------------------------------------------------------------------------------------------------------
+struct Tally {
+  std::map<std::string, ProbeFamilyResult> families;
+  std::map<std::string, std::vector<ProbeMismatch>> records;
+  std::vector<OutputInputs> diag_bad, diag_good;  // samples for the model-variant search
+  std::vector<uint32_t> diag_bad_gpu, diag_good_gpu;
+};
+
+constexpr size_t kDiagSamples = 4000;
+
+void compare_batch(const InstrSpec& s, const Batch& bt, int64_t first_case, const std::vector<TargetedVector>* tv,
+                   int max_records, Tally& tally) {
+  const int64_t outputs_per_case = static_cast<int64_t>(s.m) * s.n;
+  std::vector<uint8_t> bad(static_cast<size_t>(bt.cases) * outputs_per_case, 0);
+#pragma omp parallel for schedule(dynamic, 64)
+  for (int64_t cs = 0; cs < bt.cases; ++cs) {
+    const int eb = s.fp8 ? 1 : 2;
+    uint32_t a[32], b[32];
+    for (int m = 0; m < s.m; ++m) {
+      for (int kk = 0; kk < s.k; ++kk) a[kk] = get(bt.a, (static_cast<size_t>(cs) * s.m + m) * s.k + kk, eb);
+      for (int n = 0; n < s.n; ++n) {
+        for (int kk = 0; kk < s.k; ++kk) b[kk] = get(bt.b, (static_cast<size_t>(cs) * s.n + n) * s.k + kk, eb);
+        const size_t o = (static_cast<size_t>(cs) * s.m + m) * s.n + n;
+        const uint32_t want = model_step(s, a, b, bt.c[o], bt.sa[cs * s.m + m], bt.sb[cs * s.n + n]);
+        if (want != bt.d[o]) bad[o] = 1;
+      }
+    }
+  }
+  // Serial bookkeeping in case order: deterministic records whatever the thread count.
+  for (int64_t cs = 0; cs < bt.cases; ++cs) {
+    const bool targeted = bt.targeted_first[cs] >= 0;
+    for (int m = 0; m < s.m; ++m)
+      for (int n = 0; n < s.n; ++n) {
+        std::string fam = targeted ? "targeted" : kFamilies[bt.family[cs]];
+        if (targeted && m % s.n == n) fam = "targeted:" + (*tv)[std::min<size_t>(bt.targeted_first[cs] + n, tv->size() - 1)].name;
+        else if (targeted) fam = "targeted:cross";
+        ProbeFamilyResult& r = tally.families[fam];
+        r.family = fam;
+        if (m == 0 && n == 0) r.cases += 1;
+        r.outputs += 1;
+        const size_t o = (static_cast<size_t>(cs) * s.m + m) * s.n + n;
+        const bool is_bad = bad[o] != 0;
+        if (is_bad) r.mismatches += 1;
+        if (is_bad || (tally.diag_good.size() < kDiagSamples && (o % 97) == 0)) {
+          OutputInputs in = inputs_of(s, bt, cs, m, n);
+          if (is_bad && static_cast<int>(tally.records[fam].size()) < max_records) {
+            ProbeMismatch mm;
+            mm.family = fam;
+            mm.case_index = first_case + cs;
+            mm.row = m;
+            mm.col = n;
+            mm.a = in.a;
+            mm.b = in.b;
+            mm.c = in.c;
+            mm.gpu = bt.d[o];
+            mm.model = model_step(s, in.a.data(), in.b.data(), in.c, in.sa, in.sb);
+            tally.records[fam].push_back(std::move(mm));
+          }
+          if (is_bad && tally.diag_bad.size() < kDiagSamples) {
+            tally.diag_bad.push_back(std::move(in));
+            tally.diag_bad_gpu.push_back(bt.d[o]);
+          } else if (!is_bad) {
+            tally.diag_good.push_back(std::move(in));
+            tally.diag_good_gpu.push_back(bt.d[o]);
+          }
+        }
+      }
+  }
+}
+
+// Which variants of the model explain every sampled output (bad and good)?
+std::vector<std::string> diagnose(const InstrSpec& s, const Tally& tally) {
+  std::vector<std::string> lines;
+  if (tally.diag_bad.empty()) return lines;
+  const OperandFormat f = format_of(s);
+  const probe::VariantParams base = probe::VariantParams::of(s.model, s.k);
+  struct Scored {
+    probe::VariantParams p;
+    int64_t wrong;
+  };
+  std::vector<Scored> scored;
+  const auto variants = probe::variant_grid(base);
+  scored.resize(variants.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t v = 0; v < variants.size(); ++v) {
+    int64_t wrong = 0;
+    auto count = [&](const std::vector<OutputInputs>& ins, const std::vector<uint32_t>& gpu) {
+      for (size_t i = 0; i < ins.size(); ++i)
+        if (probe::variant_step(f, variants[v], ins[i].a.data(), ins[i].b.data(), ins[i].c, s.k) != gpu[i]) ++wrong;
+    };
+    count(tally.diag_bad, tally.diag_bad_gpu);
+    count(tally.diag_good, tally.diag_good_gpu);
+    scored[v] = {variants[v], wrong};
+  }
+  std::stable_sort(scored.begin(), scored.end(), [](const Scored& x, const Scored& y) { return x.wrong < y.wrong; });
+  const size_t total = tally.diag_bad.size() + tally.diag_good.size();
+  lines.push_back(fmt::format("model variants over {} sampled outputs ({} mismatching, {} matching); published: {}",
+                              total, tally.diag_bad.size(), tally.diag_good.size(), base.describe()));
+  for (size_t i = 0; i < std::min<size_t>(8, scored.size()); ++i)
+    lines.push_back(fmt::format("  {} wrong: {}", scored[i].wrong, scored[i].p.describe()));
+  return lines;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Chained tiles (64 x 256 over K)
+// ---------------------------------------------------------------------------------------------------------
+const char* const kChainFamilies[] = {"normal", "wide_spread", "cancellation", "normal_first_step_scale_d0"};
+
+void run_chain(const InstrSpec& s, const ProbeMmaOptions& o, Tally& tally) {
+  const OperandFormat f = format_of(s);
+  const int eb = f.bytes, M = 64, N = 256, K = o.chain_k;
+  const int steps = K / s.k;
+  for (int t = 0; t < o.chain_tiles; ++t) {
+    const int fam = t % 4;
+    std::vector<uint8_t> a(static_cast<size_t>(M) * K * eb), b(static_cast<size_t>(N) * K * eb);
+    auto fill = [&](std::vector<uint8_t>& v, int rows, uint64_t stream) {
+#pragma omp parallel for schedule(static)
+      for (int r = 0; r < rows; ++r) {
+        Rng rng(o.seed, (static_cast<uint64_t>(t) << 40) ^ (stream << 32) ^ static_cast<uint64_t>(r), 0xC4A1);
+        for (int kk = 0; kk < K; ++kk) {
+          uint32_t x;
+          if (fam == 1) x = f.random_normal(rng, std::max(f.emin, -20), std::min(f.emax, 20));
+          else x = f.random_normal(rng, f.fp8 ? -4 : -6, f.fp8 ? 2 : 1);
+          if (fam == 2 && stream == 1 && (kk % 2) == 1) x = get(v, static_cast<size_t>(r) * K + kk - 1, eb) ^ f.sign_bit();
+          if (fam == 2 && stream == 0 && (kk % 2) == 1) x = get(v, static_cast<size_t>(r) * K + kk - 1, eb);
+          put(v, static_cast<size_t>(r) * K + kk, x, eb);
+        }
+      }
+    };
+    fill(a, M, 0);
+    fill(b, N, 1);
+    const bool scale_d0 = fam == 3;
+    const std::vector<uint32_t> d = probe::launch_wgmma_chain(s.kernel, a, b, 1, K, scale_d0);
+    std::vector<uint32_t> want(static_cast<size_t>(M) * N);
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int mn = 0; mn < M * N; ++mn) {
+      const int m = mn / N, n = mn % N;
+      uint32_t acc = 0, av[32], bv[32];
+      for (int st = 0; st < steps; ++st) {
+        for (int kk = 0; kk < s.k; ++kk) {
+          av[kk] = get(a, static_cast<size_t>(m) * K + st * s.k + kk, eb);
+          bv[kk] = get(b, static_cast<size_t>(n) * K + st * s.k + kk, eb);
+        }
+        acc = model_step(s, av, bv, acc, 127, 127);
+      }
+      want[mn] = acc;
+    }
+    const std::string fam_name = std::string("chain:") + kChainFamilies[fam];
+    ProbeFamilyResult& r = tally.families[fam_name];
+    r.family = fam_name;
+    r.cases += 1;
+    for (int mn = 0; mn < M * N; ++mn) {
+      r.outputs += 1;
+      if (want[mn] == d[mn]) continue;
+      r.mismatches += 1;
+      if (static_cast<int>(tally.records[fam_name].size()) < o.max_records) {
+        ProbeMismatch mm;
+        mm.family = fam_name;
+        mm.case_index = t;
+        mm.row = mn / N;
+        mm.col = mn % N;
+        mm.step = steps;
+        mm.gpu = d[mn];
+        mm.model = want[mn];
+        tally.records[fam_name].push_back(std::move(mm));
+      }
+    }
+  }
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&now));
+  return buf;
+}
+
+std::string hex(uint32_t v, int digits) { return fmt::format("0x{:0{}X}", v, digits); }
+
+}  // namespace
+
+void ProbeMmaOptions::validate() const {
+  find_instr(instr);
+  require(cases >= 0 && cases <= (int64_t{1} << 34), "--cases: {} not in [0, 2^34]", cases);
+  require(chain_tiles >= 0 && chain_tiles <= 64, "--chain-tiles: {} not in [0, 64]", chain_tiles);
+  require(chain_k > 0 && chain_k % 128 == 0 && chain_k <= (1 << 20), "--chain-k: {} must be a multiple of 128 in [128, 2^20]",
+          chain_k);
+  require(max_records >= 0, "--max-records: {} must be >= 0", max_records);
+}
+
+std::vector<ProbeInstruction> probe_instructions() {
+  std::vector<ProbeInstruction> out;
+  for (const auto& s : kInstrs) out.push_back({s.name, s.description, s.required_sm});
+  return out;
+}
+
+int64_t ProbeMmaReport::total_outputs() const {
+  int64_t t = 0;
+  for (const auto& f : families) t += f.outputs;
+  return t;
+}
+
+int64_t ProbeMmaReport::total_mismatches() const {
+  int64_t t = 0;
+  for (const auto& f : families) t += f.mismatches;
+  return t;
+}
+
+std::string ProbeMmaReport::summary() const {
+  std::string s = fmt::format("probe-mma {}: {}\n  device: {}\n  driver: {}\n  date: {}  seed: {}  tile {}x{}x{}\n",
+                              instr, description, device, driver, date, seed, tile_m, tile_n, tile_k);
+  s += fmt::format("  {:<44} {:>10} {:>14} {:>10}\n", "family", "cases", "outputs", "mismatches");
+  for (const auto& f : families)
+    s += fmt::format("  {:<44} {:>10} {:>14} {:>10}\n", f.family, f.cases, f.outputs, f.mismatches);
+  s += fmt::format("  {:<44} {:>10} {:>14} {:>10}\n", "TOTAL", "", total_outputs(), total_mismatches());
+  for (const auto& r : records) {
+    s += fmt::format("  MISMATCH {} case {} ({}, {}){}: gpu {} model {} c {}\n", r.family, r.case_index, r.row, r.col,
+                     r.step >= 0 ? fmt::format(" after {} chained steps", r.step) : "", hex(r.gpu, 8), hex(r.model, 8),
+                     hex(r.c, 8));
+    if (!r.a.empty()) {
+      std::string a, b;
+      for (auto v : r.a) a += fmt::format(" {:x}", v);
+      for (auto v : r.b) b += fmt::format(" {:x}", v);
+      s += fmt::format("    a:{}\n    b:{}\n", a, b);
+    }
+  }
+  for (const auto& l : diagnosis) s += "  " + l + "\n";
+  s += fmt::format("  time: {:.1f} s\n", seconds);
+  return s;
+}
+
+std::string ProbeMmaReport::to_json() const {
+  nlohmann::json j;
+  j["instr"] = instr;
+  j["description"] = description;
+  j["device"] = device;
+  j["driver"] = driver;
+  j["date"] = date;
+  j["seed"] = seed;
+  j["tile"] = {tile_m, tile_n, tile_k};
+  j["total_outputs"] = total_outputs();
+  j["total_mismatches"] = total_mismatches();
+  j["seconds"] = seconds;
+  for (const auto& f : families)
+    j["families"].push_back({{"family", f.family}, {"cases", f.cases}, {"outputs", f.outputs}, {"mismatches", f.mismatches}});
+  j["mismatches"] = nlohmann::json::array();
+  for (const auto& r : records) {
+    nlohmann::json m{{"family", r.family}, {"case", r.case_index}, {"row", r.row},     {"col", r.col},
+                     {"step", r.step},     {"c", hex(r.c, 8)},     {"gpu", hex(r.gpu, 8)}, {"model", hex(r.model, 8)}};
+    for (auto v : r.a) m["a"].push_back(hex(v, 4));
+    for (auto v : r.b) m["b"].push_back(hex(v, 4));
+    j["mismatches"].push_back(m);
+  }
+  j["diagnosis"] = diagnosis;
+  return j.dump(1);
+}
+
+ProbeMmaReport probe_mma(const ProbeMmaOptions& o) {
+  o.validate();
+  const InstrSpec& s = find_instr(o.instr);
+  require(s.chain || o.chain_tiles == 0, "--chain-tiles: instruction {} has no chained-tile kernel (wgmma.* have)",
+          s.name);
+  const auto t0 = std::chrono::steady_clock::now();
+  ProbeMmaReport rep;
+  rep.instr = s.name;
+  rep.description = s.description;
+  rep.device = device_description();
+  rep.driver = driver_description();
+  rep.date = today();
+  rep.seed = o.seed;
+  rep.tile_m = s.m;
+  rep.tile_n = s.n;
+  rep.tile_k = s.k;
+  Tally tally;
+  const OperandFormat f = format_of(s);
+  // Random families, in batches; case cs belongs to family cs % 8 and draws from its own stream.
+  const int64_t batch_cases = std::max<int64_t>(1, (int64_t{1} << 22) / (s.m * s.n));
+  for (int64_t first = 0; first < o.cases; first += batch_cases) {
+    Batch bt;
+    resize(bt, s, std::min(batch_cases, o.cases - first));
+#pragma omp parallel for schedule(dynamic, 64)
+    for (int64_t cs = 0; cs < bt.cases; ++cs) {
+      const int64_t global = first + cs;
+      const int fam = static_cast<int>(global % kFamilyCount);
+      Rng rng(o.seed, static_cast<uint64_t>(global), 0x5EED);
+      bt.family[cs] = fam;
+      generate_case(s, fam, rng, bt, cs);
+    }
+    run_batch_on_device(s, bt);
+    compare_batch(s, bt, first, nullptr, o.max_records, tally);
+  }
+  // Targeted vectors, N per case on the diagonal.
+  if (o.targeted) {
+    const std::vector<TargetedVector> tv = probe::targeted_vectors(f, s.k, s.model, o.seed);
+    const int64_t tcases = static_cast<int64_t>((tv.size() + s.n - 1) / s.n);
+    for (int64_t first = 0; first < tcases; first += batch_cases) {
+      Batch bt;
+      resize(bt, s, std::min(batch_cases, tcases - first));
+      for (int64_t cs = 0; cs < bt.cases; ++cs) place_targeted(s, tv, static_cast<size_t>(first + cs) * s.n, bt, cs);
+      run_batch_on_device(s, bt);
+      compare_batch(s, bt, first, &tv, o.max_records, tally);
+    }
+  }
+  if (o.chain_tiles > 0) run_chain(s, o, tally);
+  // Targeted families are many; fold them into one summary row per name prefix up to ':' + name.
+  for (auto& [name, r] : tally.families) rep.families.push_back(r);
+  for (auto& [name, recs] : tally.records)
+    for (auto& r : recs) rep.records.push_back(r);
+  if (o.diagnose) rep.diagnosis = diagnose(s, tally);
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+}  // namespace calico::gpu

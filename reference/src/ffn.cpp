@@ -1,0 +1,147 @@
+// The expert FFN of the numerical contract (DESIGN 2.1-2.2): every GEMM through model_gemm_bf16, SwiGLU and
+// its gradient in fp32 from bf16 operands, rounding points exactly as "the backward contract" in
+// calico/reference.h states. OpenMP only over independent output rows; no reduction is ever split.
+#include "ffn.h"
+
+#include <cstring>
+
+#include "calico/numerics.h"
+#include "model_gemm.h"
+
+namespace calico::ref::detail {
+
+// Loops over fewer elements than this run on one thread: an OpenMP region costs more than the work, and
+// far more when the 2 cores are oversubscribed. Results never depend on it (outputs are independent).
+constexpr int64_t kParallelMin = 1 << 12;
+
+std::vector<uint16_t> mx_qdq_rows(const uint16_t* a, int64_t rows, int64_t cols, MxScaleRule rule) {
+  std::vector<uint16_t> q(static_cast<size_t>(rows * cols));
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    float block[kMxBlock];
+    uint8_t elems[kMxBlock];
+    for (int64_t c0 = 0; c0 < cols; c0 += kMxBlock) {
+      const int n = static_cast<int>(std::min<int64_t>(kMxBlock, cols - c0));
+      for (int i = 0; i < n; ++i) block[i] = bf16_to_f32(a[r * cols + c0 + i]);
+      const uint8_t scale = mx_quantize_block(block, n, Fp8Kind::e4m3, rule, elems);
+      for (int i = 0; i < n; ++i) q[r * cols + c0 + i] = mx_dequantize_to_bf16(elems[i], scale, Fp8Kind::e4m3);
+    }
+  }
+  return q;
+}
+
+void gemm(const LayerSpec& spec, int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, float* C) {
+  if (M == 0 || N == 0 || K == 0) return;  // an empty chain leaves C as it is
+  if (spec.dtype == DType::mxfp8) {
+    const auto qa = mx_qdq_rows(A, M, K, spec.scale_rule);
+    const auto qb = mx_qdq_rows(B, N, K, spec.scale_rule);
+    model_gemm_bf16(spec.mma, M, N, K, qa.data(), K, qb.data(), K, C, N);
+    return;
+  }
+  model_gemm_bf16(spec.mma, M, N, K, A, K, B, K, C, N);
+}
+
+std::vector<uint16_t> transpose(const uint16_t* a, int64_t rows, int64_t cols, int64_t lda) {
+  std::vector<uint16_t> t(static_cast<size_t>(rows * cols));
+  constexpr int64_t kTile = 64;  // cache blocking; pure data movement
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
+  for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+    for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+      for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+        for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r) t[c * rows + r] = a[r * lda + c];
+  return t;
+}
+
+namespace {
+
+std::vector<uint16_t> round_all(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+#pragma omp parallel for schedule(static) if (static_cast<int64_t>(v.size()) >= kParallelMin)
+  for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i) out[i] = f32_to_bf16(v[i]);
+  return out;
+}
+
+// The clamp of the SwiGLU variant: g' = min(g, L), u' = clamp(u, -L, L); a NaN passes through.
+float clamp_gate(float g, const LayerSpec& spec) { return (spec.swiglu_limit && g > *spec.swiglu_limit) ? *spec.swiglu_limit : g; }
+float clamp_up(float u, const LayerSpec& spec) {
+  if (!spec.swiglu_limit) return u;
+  const float L = *spec.swiglu_limit;
+  return u > L ? L : (u < -L ? -L : u);
+}
+
+}  // namespace
+
+void ffn_forward(const LayerSpec& spec, int inter, int64_t n, const uint16_t* X, const uint16_t* Wg,
+                 const uint16_t* Wu, const uint16_t* Wd, FfnSaved& saved, uint16_t* y) {
+  const int64_t H = spec.hidden, I = inter;
+  saved.rows = n;
+  saved.x.assign(X, X + n * H);
+  if (n == 0) return;
+  std::vector<float> acc(static_cast<size_t>(n * I), 0.0f);
+  gemm(spec, n, I, H, X, Wg, acc.data());
+  saved.g = round_all(acc);
+  std::fill(acc.begin(), acc.end(), 0.0f);
+  gemm(spec, n, I, H, X, Wu, acc.data());
+  saved.u = round_all(acc);
+  saved.h.resize(static_cast<size_t>(n * I));
+#pragma omp parallel for schedule(static) if (n * I >= kParallelMin)
+  for (int64_t i = 0; i < n * I; ++i) {
+    const float g = clamp_gate(bf16_to_f32(saved.g[i]), spec), u = clamp_up(bf16_to_f32(saved.u[i]), spec);
+    saved.h[i] = f32_to_bf16(calico_silu(g) * u);
+  }
+  std::vector<float> out(static_cast<size_t>(n * H), 0.0f);
+  gemm(spec, n, H, I, saved.h.data(), Wd, out.data());
+#pragma omp parallel for schedule(static) if (n * H >= kParallelMin)
+  for (int64_t i = 0; i < n * H; ++i) y[i] = f32_to_bf16(out[i]);
+}
+
+void ffn_backward(const LayerSpec& spec, int inter, const FfnSaved& saved, const uint16_t* d_y, const uint16_t* Wg,
+                  const uint16_t* Wu, const uint16_t* Wd, uint16_t* d_x, float* dWg, float* dWu, float* dWd) {
+  const int64_t H = spec.hidden, I = inter, n = saved.rows;
+  if (n == 0) return;
+  // d_h = bf16(gemm(d_y, Wd^T)), contraction over H.
+  std::vector<float> acc(static_cast<size_t>(n * I), 0.0f);
+  {
+    const auto wdT = transpose(Wd, H, I, I);  // [I,H]
+    gemm(spec, n, I, H, d_y, wdT.data(), acc.data());
+  }
+  // [d_g | d_u] per row, from the saved bf16 g, u (SwiGLU gradient in fp32, clamp masks).
+  std::vector<uint16_t> dgu(static_cast<size_t>(n * 2 * I));
+  const bool clamp = spec.swiglu_limit.has_value();
+  const float L = clamp ? *spec.swiglu_limit : 0.0f;
+#pragma omp parallel for schedule(static) if (n * I >= kParallelMin)
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < I; ++j) {
+      const float graw = bf16_to_f32(saved.g[r * I + j]), uraw = bf16_to_f32(saved.u[r * I + j]);
+      const float g = clamp_gate(graw, spec), u = clamp_up(uraw, spec);
+      const float dh = bf16_to_f32(f32_to_bf16(acc[r * I + j]));
+      const bool g_cut = clamp && graw > L, u_cut = clamp && (uraw > L || uraw < -L);
+      dgu[r * 2 * I + j] = g_cut ? 0 : f32_to_bf16((dh * u) * calico_silu_grad(g));
+      dgu[r * 2 * I + I + j] = u_cut ? 0 : f32_to_bf16(dh * calico_silu(g));
+    }
+  }
+  // d_x = bf16(gemm([d_g | d_u], [Wg^T | Wu^T])): one chain over the 2I concatenated columns.
+  {
+    std::vector<uint16_t> wgu(static_cast<size_t>(2 * I * H));  // [Wg; Wu] = [2I, H]
+    std::memcpy(wgu.data(), Wg, sizeof(uint16_t) * I * H);
+    std::memcpy(wgu.data() + I * H, Wu, sizeof(uint16_t) * I * H);
+    const auto wguT = transpose(wgu.data(), 2 * I, H, H);  // [H, 2I]
+    std::vector<float> dx(static_cast<size_t>(n * H), 0.0f);
+    gemm(spec, n, H, 2 * I, dgu.data(), wguT.data(), dx.data());
+#pragma omp parallel for schedule(static) if (n * H >= kParallelMin)
+    for (int64_t i = 0; i < n * H; ++i) d_x[i] = f32_to_bf16(dx[i]);
+  }
+  // Weight gradients: contraction over the n rows in canonical order, accumulators carried in.
+  {
+    const auto dyT = transpose(d_y, n, H, H);             // [H, n]
+    const auto hT = transpose(saved.h.data(), n, I, I);   // [I, n]
+    gemm(spec, H, I, n, dyT.data(), hT.data(), dWd);
+  }
+  const auto xT = transpose(saved.x.data(), n, H, H);     // [H, n]
+  const auto dgT = transpose(dgu.data(), n, I, 2 * I);    // [I, n]
+  gemm(spec, I, H, n, dgT.data(), xT.data(), dWg);
+  const auto duT = transpose(dgu.data() + I, n, I, 2 * I);
+  gemm(spec, I, H, n, duT.data(), xT.data(), dWu);
+}
+
+}  // namespace calico::ref::detail

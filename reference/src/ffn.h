@@ -1,0 +1,30 @@
+// Internal: the one expert FFN (forward and backward) of the contract, and its GEMM wrapper, shared by the
+// routed experts and the shared expert. The arithmetic follows "the backward contract" in calico/reference.h.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "calico/reference.h"
+
+namespace calico::ref::detail {
+
+// C[M,N] <- chain over K of A[m,:] . B[n,:] starting from C (model_gemm_bf16). A [M,K] and B [N,K] are bf16
+// bits, contiguous along K. In mxfp8 mode both operands are first quantised along K and dequantised to bf16.
+void gemm(const LayerSpec& spec, int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, float* C);
+
+// [cols, rows] copy of a [rows, cols] bf16 matrix with row stride lda.
+std::vector<uint16_t> transpose(const uint16_t* a, int64_t rows, int64_t cols, int64_t lda);
+
+// MXFP8 quantise-dequantise of each row of a [rows, cols] matrix along cols (blocks of 32 from column 0).
+std::vector<uint16_t> mx_qdq_rows(const uint16_t* a, int64_t rows, int64_t cols, MxScaleRule rule);
+
+// Forward over n rows X [n,H] with weights Wg, Wu [I,H], Wd [H,I]: fills saved (x, g, u, h) and y [n,H].
+void ffn_forward(const LayerSpec& spec, int inter, int64_t n, const uint16_t* X, const uint16_t* Wg,
+                 const uint16_t* Wu, const uint16_t* Wd, FfnSaved& saved, uint16_t* y);
+
+// Backward from d_y [n,H]: d_x [n,H] and the weight gradients accumulated into dWg, dWu [I,H], dWd [H,I].
+void ffn_backward(const LayerSpec& spec, int inter, const FfnSaved& saved, const uint16_t* d_y, const uint16_t* Wg,
+                  const uint16_t* Wu, const uint16_t* Wd, uint16_t* d_x, float* dWg, float* dWu, float* dWd);
+
+}  // namespace calico::ref::detail

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# On the GPU machine (H200): configure + build for sm_90a (only `calico` and the GPU test binaries), run the
+# gpu-labelled tests, then the tensor-core probe for every Hopper instruction (>= 1e6 random cases each,
+# every targeted vector, chained 64x256xK=7168 tiles for wgmma). Logs and JSON go to $OUT (default ./gpu-out).
+# Usage: bash scripts/gpu.sh [CASES]     (CASES defaults to 1048576)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu-out}"
+CASES="${1:-1048576}"
+mkdir -p "$OUT"
+export PATH="/usr/local/cuda/bin:$PATH"
+JOBS="$(nproc)"
+log() { echo "[$(date +%T)] $*" | tee -a "$OUT/gpu.log"; }
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  nvcc --version | tail -1
+} > "$OUT/device.txt" 2>&1
+log "configure"
+# CALICO_H5DUMP: the harness tests want h5dump, absent on the device image; nothing built here uses it.
+cmake --preset gpu -DCALICO_BENCHMARKS=OFF -DCALICO_H5DUMP="$(command -v h5dump || echo /bin/false)" > "$OUT/build.log" 2>&1 || { log "configure failed"; tail -30 "$OUT/build.log"; exit 1; }
+log "build"
+cmake --build build-gpu -j "$JOBS" --target calico test_numerics_gpu test_probe_model >> "$OUT/build.log" 2>&1 \
+  || { log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
+if command -v cuobjdump >/dev/null; then  # which tensor-core SASS the probe kernels really use
+  cuobjdump --dump-sass build-gpu/megakernel/libcalico_megakernel.a 2>/dev/null | grep -oE "(HGMMA|QGMMA|HMMA)\.[A-Za-z0-9.]*" | sort | uniq -c >> "$OUT/device.txt"
+fi
+status=0
+log "gpu tests"
+(cd build-gpu && ctest -L gpu --output-on-failure) > "$OUT/tests.log" 2>&1 || status=1
+tail -5 "$OUT/tests.log" | tee -a "$OUT/gpu.log"
+./build-gpu/tests/megakernel/test_probe_model >> "$OUT/tests.log" 2>&1 || status=1
+probe() {  # name, extra args
+  local name="$1"; shift
+  log "probe $name"
+  timeout 240 ./build-gpu/cli/calico probe-mma --instr "$name" --cases "$CASES" --json "$OUT/probe-$name.json" "$@" \
+    > "$OUT/probe-$name.txt" 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] || status=1
+  grep -E "TOTAL|time:|error" "$OUT/probe-$name.txt" | tee -a "$OUT/gpu.log"
+  log "probe $name exit $rc"
+}
+probe mma.sync.bf16
+probe wgmma.bf16 --chain-tiles 4
+probe wgmma.e4m3 --chain-tiles 4
+probe wgmma.e5m2 --chain-tiles 4
+# Keep at most 8 files: device.txt gpu.log build.log tests.log and the four probe JSON/summary pairs merged.
+for n in mma.sync.bf16 wgmma.bf16 wgmma.e4m3 wgmma.e5m2; do
+  [ -f "$OUT/probe-$n.txt" ] && cat "$OUT/probe-$n.txt" >> "$OUT/probes.txt" && rm -f "$OUT/probe-$n.txt"
+done
+mkdir -p "$OUT/json" && mv "$OUT"/probe-*.json "$OUT/json/" 2>/dev/null
+tar czf "$OUT/probe-json.tgz" -C "$OUT" json 2>/dev/null && rm -rf "$OUT/json"
+log "done, status $status"
+exit $status

@@ -1,0 +1,412 @@
+// Event-driven simulation of one MoE layer (MODEL.md): per pass, per GPU a compute pool (non-preemptive,
+// routed-expert tasks before shared-expert chunks) and two communication queues (dispatch, combine) that
+// take minibatches in order and share the communication SMs; the network is the fluid model of network.h.
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+#include "calico/error.h"
+#include "network.h"
+#include "work.h"
+
+namespace calico::sim {
+
+namespace {
+
+enum class Ev : uint8_t { compute_done, comm_done, delivered, deps_ready };
+enum Kind { kDispatch = 0, kCombine = 1 };
+
+struct Event {
+  Time t;
+  int64_t seq;
+  Ev type;
+  int gpu, kind, mb, task;
+  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+struct CTask {  // a compute task waiting or running
+  Stage stage;
+  int mb;
+  Time ready;
+};
+
+struct CommTask {
+  Time start = 0, net_done = 0, local_done = 0;
+  int flow = -1;
+  int sms = 0;
+};
+
+class PassSim {
+ public:
+  PassSim(const Topology& topo, const LayerSpec& spec, const RunConfig& cfg, const Traffic& tr,
+          const SimOptions& opt, Pass pass, SimResult& out)
+      : topo_(topo), spec_(spec), tr_(tr), opt_(opt), pass_(pass), out_(out), R_(tr.ranks), M_(tr.minibatches),
+        net_(tr.ranks, topo.link_bytes_per_ps() * opt.link_scale, topo.reverse_overhead) {
+    const bool fwd = pass == Pass::forward;
+    comm_sms_ = fwd ? cfg.comm_sms_forward : cfg.comm_sms_backward;
+    dir_[kDispatch] = fwd ? cfg.dispatch_forward : cfg.dispatch_backward;
+    dir_[kCombine] = fwd ? cfg.combine_forward : cfg.combine_backward;
+    compute_sms_ = topo.sms - comm_sms_;
+    row_[kDispatch] = fwd ? row_bytes(spec.dtype, spec.hidden) : 2.0 * spec.hidden;
+    row_[kCombine] = 2.0 * spec.hidden;
+    stages_ = fwd ? std::vector<Stage>{Stage::gate_up, Stage::swiglu, Stage::down}
+                  : std::vector<Stage>{Stage::down, Stage::swiglu, Stage::gate_up};
+    gpu_.resize(R_);
+    running_.resize(R_);
+    out_egress_.assign(R_, 0.0);
+    for (auto& g : gpu_) {
+      for (int k = 0; k < 2; ++k) {
+        g.q[k].dep_count.assign(M_, 0);
+        g.q[k].tasks.assign(M_, {});
+      }
+      g.arrivals[0].assign(M_, 0);
+      g.arrivals[1].assign(M_, 0);
+    }
+  }
+
+  Time run(Time t0) {
+    t0_ = t0;
+    net_advance_to(t0);
+    const Time sig = ps(topo_.one_way_signal_ns());
+    for (int g = 0; g < R_; ++g) {
+      // Dispatch inputs are ready at the pass start; a pull waits for the sources' ready flags.
+      for (int m = 0; m < M_; ++m)
+        push_event(dir_[kDispatch] == Direction::pull && R_ > 1 ? t0 + sig : t0, Ev::deps_ready, g, kDispatch, m);
+      if (spec_.shared_intermediate > 0)
+        for (int m = 0; m < M_; ++m) gpu_[g].shared.push_back({Stage::shared, m, t0});
+      try_compute(g, t0);
+    }
+    loop();
+    Time end = t0;
+    for (int g = 0; g < R_; ++g) {
+      end = std::max(end, gpu_[g].end);
+      require(gpu_[g].combines_done == M_, "simulator: pass ended with {} of {} combines on rank {}",
+              gpu_[g].combines_done, M_, g);
+    }
+    Time busiest = 0;
+    for (const auto& g : gpu_) busiest = std::max(busiest, g.compute_busy);
+    out_.exposed_comm_ps += std::max<Time>(0, (end - t0) - busiest);
+    for (int g = 0; g < R_; ++g) out_egress_[g] = net_.egress_bytes(g);
+    out_.flow_events += net_.recomputes();
+    return end;
+  }
+
+  std::vector<double> out_egress_;
+  std::map<std::pair<int, int>, std::vector<double>> stage_time;  // (pass, stage) -> per GPU
+
+ private:
+  struct Queue {
+    int next = 0;        // next minibatch to issue
+    bool busy = false;
+    std::vector<int> dep_count;  // deps satisfied per minibatch (dispatch: 1; combine: 1 push / R pull)
+    std::vector<CommTask> tasks;
+  };
+  struct Gpu {
+    Queue q[2];
+    std::vector<int> arrivals[2];  // push deliveries received per minibatch (R = complete)
+    std::vector<CTask> ready, shared;
+    bool computing = false;
+    Time compute_busy = 0, end = 0;
+    int active_flows = 0, combines_done = 0;
+    std::vector<int> flows;  // active flow ids driven here
+  };
+
+  static Time ps(double ns) { return static_cast<Time>(std::llround(ns * kPsPerNs)); }
+  void push_event(Time t, Ev type, int gpu, int kind, int mb, int task = 0) {
+    events_.push({t, seq_++, type, gpu, kind, mb, task});
+  }
+  void net_advance_to(Time t) {
+    for (int id : net_.advance(t)) flow_done(id, t);
+  }
+
+  void loop() {
+    while (true) {
+      const Time tn = net_.next_completion();
+      const Time te = events_.empty() ? kNever : events_.top().t;
+      if (tn == kNever && te == kNever) break;
+      const Time t = std::min(tn, te);
+      net_advance_to(t);
+      while (!events_.empty() && events_.top().t == t) {
+        const Event e = events_.top();
+        events_.pop();
+        handle(e);
+      }
+    }
+  }
+
+  void handle(const Event& e) {
+    switch (e.type) {
+      case Ev::compute_done: compute_done(e.gpu, e.t); break;
+      case Ev::comm_done: comm_done(e.gpu, e.kind, e.mb, e.t); break;
+      case Ev::delivered: delivered(e.gpu, e.kind, e.mb, e.t); break;
+      case Ev::deps_ready:
+        ++gpu_[e.gpu].q[e.kind].dep_count[e.mb];
+        try_comm(e.gpu, e.kind, e.t);
+        break;
+    }
+  }
+
+  // --- compute pool ---
+  void make_ready(int g, Stage s, int m, Time t) {
+    gpu_[g].ready.push_back({s, m, t});
+    try_compute(g, t);
+  }
+  void try_compute(int g, Time t) {
+    Gpu& G = gpu_[g];
+    if (G.computing) return;
+    std::vector<CTask>* from = !G.ready.empty() ? &G.ready : (!G.shared.empty() ? &G.shared : nullptr);
+    if (!from) return;
+    // Routed work first: earliest ready, then minibatch, then stage order.
+    auto it = std::min_element(from->begin(), from->end(), [](const CTask& a, const CTask& b) {
+      return a.ready != b.ready ? a.ready < b.ready : a.mb != b.mb ? a.mb < b.mb : a.stage < b.stage;
+    });
+    const CTask task = *it;
+    from->erase(it);
+    const Time d = task_duration(topo_, spec_, tr_, pass_, task.stage, g, task.mb, compute_sms_);
+    G.computing = true;
+    G.compute_busy += d;
+    running_[g] = task;
+    record(g, "compute", task.stage, task.mb, t, t + d);
+    push_event(t + d, Ev::compute_done, g, 0, task.mb);
+  }
+  void compute_done(int g, Time t) {
+    Gpu& G = gpu_[g];
+    G.computing = false;
+    G.end = std::max(G.end, t);
+    const CTask task = running_[g];
+    if (task.stage != Stage::shared) {
+      const auto pos = std::find(stages_.begin(), stages_.end(), task.stage) - stages_.begin();
+      if (pos + 1 < static_cast<long>(stages_.size())) {
+        make_ready(g, stages_[pos + 1], task.mb, t);
+      } else {
+        expert_outputs_ready(g, task.mb, t);
+      }
+    }
+    try_compute(g, t);
+  }
+  void expert_outputs_ready(int g, int m, Time t) {
+    if (dir_[kCombine] == Direction::push) {
+      push_event(t, Ev::deps_ready, g, kCombine, m);
+    } else {  // each home pulls once every owner's ready flag has arrived
+      const Time sig = ps(topo_.one_way_signal_ns());
+      for (int h = 0; h < R_; ++h) push_event(h == g ? t : t + sig, Ev::deps_ready, h, kCombine, m);
+    }
+  }
+
+  // --- communication ---
+  int needed_deps(int kind) const { return kind == kCombine && dir_[kCombine] == Direction::pull ? R_ : 1; }
+  int64_t count(int kind, int m, int s, int d) const {
+    return kind == kDispatch ? tr_.dispatch(m, s, d) : tr_.combine(m, s, d);
+  }
+  double cap(const Gpu& G, int kind) const {
+    const double sms = double(comm_sms_) / std::max(1, G.active_flows);
+    return dir_[kind] == Direction::push ? push_cap(topo_, sms, opt_.link_scale) : pull_cap(topo_, sms);
+  }
+  void update_caps(int g) {
+    Gpu& G = gpu_[g];
+    for (int id : G.flows) net_.set_cap(id, cap(G, flow_kind_[id]));
+  }
+
+  void try_comm(int g, int kind, Time t) {
+    Gpu& G = gpu_[g];
+    Queue& q = G.q[kind];
+    if (q.busy || q.next >= M_ || q.dep_count[q.next] < needed_deps(kind)) return;
+    const int m = q.next++;
+    q.busy = true;
+    CommTask& task = q.tasks[m];
+    task.start = t;
+    // Bytes this driver moves: push sends its row of the matrix, pull fetches its column.
+    const bool pull = dir_[kind] == Direction::pull;
+    std::vector<double> w(R_, 0.0);
+    double remote = 0, local = 0;
+    for (int p = 0; p < R_; ++p) {
+      const int64_t rows = pull ? count(kind, m, p, g) : count(kind, m, g, p);
+      const double b = double(rows) * row_[kind];
+      (p == g ? local : remote) += b;
+      if (p != g) w[p] = b;
+    }
+    out_.remote_bytes += remote;
+    out_.local_bytes += local;
+    task.local_done = t + static_cast<Time>(std::llround(2.0 * local / (topo_.local_copy_gbps * 1e-3)));
+    if (remote > 0) {
+      for (double& x : w) x /= remote;
+      ++G.active_flows;
+      FlowSpec f{g, pull, remote, 0.0, std::move(w)};
+      task.flow = net_.add(std::move(f), t);
+      flow_kind_.push_back(kind);  // flow ids are dense and increasing
+      flow_owner_.push_back({g, m});
+      G.flows.push_back(task.flow);
+      update_caps(g);
+    } else {
+      task.net_done = t;
+      finish_comm(g, kind, m, t);
+    }
+  }
+
+  void flow_done(int id, Time t) {
+    const auto [g, m] = flow_owner_[id];
+    const int kind = flow_kind_[id];
+    Gpu& G = gpu_[g];
+    G.flows.erase(std::find(G.flows.begin(), G.flows.end(), id));
+    --G.active_flows;
+    update_caps(g);
+    CommTask& task = G.q[kind].tasks[m];
+    task.net_done = t;
+    record(g, dir_[kind] == Direction::push ? "nvlink out" : "nvlink in",
+           kind == kDispatch ? Stage::dispatch : Stage::combine, m, task.start, t);
+    // A pull's last loads return one round trip after the fluid transfer drains.
+    const Time tail = dir_[kind] == Direction::pull ? ps(topo_.pull_rtt_ns()) : 0;
+    finish_comm(g, kind, m, t + tail);
+  }
+
+  void finish_comm(int g, int kind, int m, Time data_done) {
+    CommTask& task = gpu_[g].q[kind].tasks[m];
+    // Per-message signalling: R-1 flags, each a fence + flag write, spread over the SMs of this task.
+    const int msgs = R_ - 1;
+    const double per_msg = topo_.fence_ns + topo_.flag_write_ns;
+    const double sms = std::max(1, comm_sms_ / std::max(1, gpu_[g].active_flows + 1));
+    const Time signal = ps(std::ceil(msgs / sms) * per_msg);
+    push_event(std::max(data_done, task.local_done) + signal, Ev::comm_done, g, kind, m);
+  }
+
+  void comm_done(int g, int kind, int m, Time t) {
+    Gpu& G = gpu_[g];
+    G.q[kind].busy = false;
+    G.end = std::max(G.end, t);
+    record(g, kind == kDispatch ? "comm dispatch" : "comm combine", kind == kDispatch ? Stage::dispatch : Stage::combine,
+           m, G.q[kind].tasks[m].start, t);
+    if (dir_[kind] == Direction::pull) {
+      arrived(g, kind, m, t);
+    } else {  // the flags reach each destination after the wire latency and a poll
+      const Time lat = ps(topo_.hops * topo_.hop_latency_ns + topo_.poll_ns);
+      for (int d = 0; d < R_; ++d) push_event(d == g ? t : t + lat, Ev::delivered, d, kind, m);
+    }
+    try_comm(g, kind, t);
+  }
+
+  void delivered(int d, int kind, int m, Time t) {
+    if (++gpu_[d].arrivals[kind][m] == R_) arrived(d, kind, m, t);
+  }
+
+  void arrived(int d, int kind, int m, Time t) {
+    Gpu& G = gpu_[d];
+    G.end = std::max(G.end, t);
+    if (kind == kDispatch) {
+      make_ready(d, stages_[0], m, t);
+    } else {
+      ++G.combines_done;
+    }
+  }
+
+  void record(int g, const char* track, Stage s, int m, Time a, Time b) {
+    auto& v = stage_time[{int(pass_), int(s)}];
+    if (v.empty()) v.assign(R_, 0.0);
+    if (std::string_view(track) != "nvlink out" && std::string_view(track) != "nvlink in") v[g] += double(b - a);
+    if (opt_.trace) out_.slices.push_back({g, track, pass_, s, m, a, b});
+  }
+
+  const Topology& topo_;
+  const LayerSpec& spec_;
+  const Traffic& tr_;
+  const SimOptions& opt_;
+  Pass pass_;
+  SimResult& out_;
+  int R_, M_;
+  Network net_;
+  int comm_sms_ = 0, compute_sms_ = 0;
+  Direction dir_[2];
+  double row_[2];
+  std::vector<Stage> stages_;
+  std::vector<Gpu> gpu_;
+  std::vector<CTask> running_;
+  std::vector<int> flow_kind_;
+  std::vector<std::pair<int, int>> flow_owner_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  int64_t seq_ = 0;
+  Time t0_ = 0;
+};
+
+void finish_stats(SimResult& r, const std::map<std::pair<int, int>, std::vector<double>>& st) {
+  for (const auto& [key, v] : st) {
+    StageStats s{Pass(key.first), Stage(key.second), 0, 0};
+    for (double x : v) {
+      s.mean_ps += x / v.size();
+      s.max_ps = std::max(s.max_ps, x);
+    }
+    r.stages.push_back(s);
+  }
+}
+
+}  // namespace
+
+const char* to_string(Pass p) { return p == Pass::forward ? "forward" : "backward"; }
+const char* to_string(Stage s) {
+  switch (s) {
+    case Stage::dispatch: return "dispatch";
+    case Stage::gate_up: return "gate_up";
+    case Stage::swiglu: return "swiglu";
+    case Stage::down: return "down";
+    case Stage::combine: return "combine";
+    case Stage::shared: return "shared";
+  }
+  return "?";
+}
+Stage parse_stage(const std::string& s) {
+  for (Stage x : {Stage::dispatch, Stage::gate_up, Stage::swiglu, Stage::down, Stage::combine, Stage::shared})
+    if (s == to_string(x)) return x;
+  throw Error(fmt::format("stage must be one of dispatch, gate_up, swiglu, down, combine, shared, got '{}'", s));
+}
+
+void validate_run(const Topology& topo, const LayerSpec& spec, const RunConfig& c) {
+  spec.validate();
+  require(c.ranks >= 1 && c.ranks <= topo.max_gpus, "--ranks must be in [1, {}] for topology {}, got {}",
+          topo.max_gpus, topo.name, c.ranks);
+  require(c.ranks <= spec.experts, "--ranks must be <= experts (E={}), got {}", spec.experts, c.ranks);
+  require(c.tokens_per_rank >= 1, "--tokens must be >= 1, got {}", c.tokens_per_rank);
+  require(c.minibatch >= 0 && c.minibatch <= c.tokens_per_rank,
+          "--minibatch must be in [0, tokens={}] (0 = all), got {}", c.tokens_per_rank, c.minibatch);
+  for (int sms : {c.comm_sms_forward, c.comm_sms_backward})
+    require(sms >= 1 && sms < topo.sms, "--comm-sms must be in [1, {}] for topology {}, got {}", topo.sms - 1,
+            topo.name, sms);
+}
+
+static void check_traffic(const RunConfig& c, const LayerSpec& spec, const Traffic& tr) {
+  require(tr.ranks == c.ranks && tr.tokens_per_rank == c.tokens_per_rank && tr.experts == spec.experts &&
+              tr.minibatch_tokens == c.minibatch_tokens(),
+          "simulate: traffic (R={}, T={}, E={}, minibatch={}) does not match the run (R={}, T={}, E={}, minibatch={})",
+          tr.ranks, tr.tokens_per_rank, tr.experts, tr.minibatch_tokens, c.ranks, c.tokens_per_rank, spec.experts,
+          c.minibatch_tokens());
+}
+
+static void finish_result(SimResult& r, const Topology& topo, const SimOptions& opt, const std::vector<double>& egress) {
+  r.layer_ps = r.forward_ps + r.backward_ps;
+  const double cap = topo.link_bytes_per_ps() * opt.link_scale * double(std::max<Time>(1, r.layer_ps));
+  for (double e : egress) {
+    r.link_util_mean += e / cap / egress.size();
+    r.link_util_max = std::max(r.link_util_max, e / cap);
+  }
+}
+
+SimResult simulate(const Topology& topo, const LayerSpec& spec, const RunConfig& config, const Traffic& traffic,
+                   const SimOptions& options) {
+  validate_run(topo, spec, config);
+  check_traffic(config, spec, traffic);
+  SimResult r;
+  std::vector<double> egress(config.ranks, 0.0);
+  std::map<std::pair<int, int>, std::vector<double>> st;
+  Time t = 0;
+  for (Pass p : {Pass::forward, Pass::backward}) {
+    if ((p == Pass::forward && !options.forward) || (p == Pass::backward && !options.backward)) continue;
+    PassSim sim(topo, spec, config, traffic, options, p, r);
+    const Time end = sim.run(t);
+    (p == Pass::forward ? r.forward_ps : r.backward_ps) = end - t;
+    t = end;
+    for (int g = 0; g < config.ranks; ++g) egress[g] += sim.out_egress_[g];
+    for (auto& [k, v] : sim.stage_time) st[k] = v;
+  }
+  finish_stats(r, st);
+  finish_result(r, topo, options, egress);
+  return r;
+}
+
+}  // namespace calico::sim

@@ -1,0 +1,143 @@
+// Topologies as data: data/topologies/NAME.json, one object per parameter {"value": v, "source": "..."}, so
+// every number states where it comes from (a datasheet, our measurements, or the calibration fit).
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "calico/error.h"
+#include "calico/simulator.h"
+
+namespace calico::sim {
+
+namespace {
+
+// The parameters in file order: name, pointer to a double field (ints go through the int table).
+struct DoubleField {
+  const char* name;
+  double Topology::*field;
+};
+struct IntField {
+  const char* name;
+  int Topology::*field;
+};
+constexpr IntField kIntFields[] = {{"max_gpus", &Topology::max_gpus}, {"sms", &Topology::sms},
+                                   {"hops", &Topology::hops},         {"tile_m", &Topology::tile_m},
+                                   {"tile_n", &Topology::tile_n}};
+constexpr DoubleField kDoubleFields[] = {
+    {"link_gbps", &Topology::link_gbps},
+    {"link_efficiency", &Topology::link_efficiency},
+    {"reverse_overhead", &Topology::reverse_overhead},
+    {"hop_latency_ns", &Topology::hop_latency_ns},
+    {"fence_ns", &Topology::fence_ns},
+    {"flag_write_ns", &Topology::flag_write_ns},
+    {"poll_ns", &Topology::poll_ns},
+    {"push_store_gbps_per_sm", &Topology::push_store_gbps_per_sm},
+    {"pull_bytes_in_flight_per_sm", &Topology::pull_bytes_in_flight_per_sm},
+    {"remote_mem_latency_ns", &Topology::remote_mem_latency_ns},
+    {"hbm_gbps", &Topology::hbm_gbps},
+    {"local_copy_gbps", &Topology::local_copy_gbps},
+    {"bf16_tflops", &Topology::bf16_tflops},
+    {"gemm_efficiency", &Topology::gemm_efficiency},
+    {"mxfp8_speedup", &Topology::mxfp8_speedup},
+    {"task_overhead_ns", &Topology::task_overhead_ns},
+    {"kernel_launch_ns", &Topology::kernel_launch_ns},
+    {"nccl_launch_ns", &Topology::nccl_launch_ns},
+    {"nccl_channel_bytes", &Topology::nccl_channel_bytes},
+    {"nccl_channel_gbps", &Topology::nccl_channel_gbps},
+};
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  require(bool(in), "cannot open {}", p.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+void Topology::validate() const {
+  require(max_gpus >= 1 && max_gpus <= 4096, "topology {}: max_gpus must be in [1, 4096], got {}", name, max_gpus);
+  require(sms >= 2 && sms <= 1024, "topology {}: sms must be in [2, 1024], got {}", name, sms);
+  require(hops >= 1 && hops <= 8, "topology {}: hops must be in [1, 8], got {}", name, hops);
+  require(tile_m >= 1 && tile_n >= 1, "topology {}: tile_m and tile_n must be >= 1, got {} and {}", name, tile_m,
+          tile_n);
+  for (const auto& f : kDoubleFields)
+    require(this->*f.field >= 0 && std::isfinite(this->*f.field), "topology {}: {} must be finite and >= 0, got {}",
+            name, f.name, this->*f.field);
+  require(link_gbps > 0 && link_efficiency > 0 && link_efficiency <= 1.0,
+          "topology {}: link_gbps must be > 0 and link_efficiency in (0, 1], got {} and {}", name, link_gbps,
+          link_efficiency);
+  require(push_store_gbps_per_sm > 0 && pull_bytes_in_flight_per_sm > 0 && hbm_gbps > 0 && local_copy_gbps > 0 &&
+              bf16_tflops > 0 && gemm_efficiency > 0 && nccl_channel_bytes > 0 && nccl_channel_gbps > 0,
+          "topology {}: rates, in-flight bytes and nccl_channel_bytes must be > 0", name);
+}
+
+Topology parse_topology_json(const std::string& json_text, const std::string& origin) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: not valid JSON: {}", origin, e.what()));
+  }
+  Topology t;
+  try {
+    t.name = j.value("name", origin);
+    t.description = j.value("description", "");
+    t.gpu = j.value("gpu", "");
+    const auto& p = j.at("params");
+    auto read = [&](const char* name, auto& dst) {
+      require(p.contains(name), "{}: params.{} is missing", origin, name);
+      const auto& v = p.at(name);
+      require(v.is_object() && v.contains("value") && v.contains("source"),
+              "{}: params.{} must be an object with value and source", origin, name);
+      dst = v.at("value").get<std::remove_reference_t<decltype(dst)>>();
+      t.sources[name] = v.at("source").get<std::string>();
+    };
+    for (const auto& f : kIntFields) read(f.name, t.*f.field);
+    for (const auto& f : kDoubleFields) read(f.name, t.*f.field);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: bad topology: {}", origin, e.what()));
+  }
+  t.validate();
+  return t;
+}
+
+std::string topology_to_json(const Topology& t) {
+  nlohmann::ordered_json j;
+  j["name"] = t.name;
+  j["description"] = t.description;
+  j["gpu"] = t.gpu;
+  auto& p = j["params"];
+  auto src = [&](const char* n) { auto it = t.sources.find(n); return it == t.sources.end() ? "" : it->second; };
+  for (const auto& f : kIntFields) p[f.name] = {{"value", t.*f.field}, {"source", src(f.name)}};
+  for (const auto& f : kDoubleFields) p[f.name] = {{"value", t.*f.field}, {"source", src(f.name)}};
+  return j.dump(2) + "\n";
+}
+
+std::vector<std::string> topology_names() {
+  std::vector<std::string> names;
+  const auto dir = std::filesystem::path(data_dir()) / "topologies";
+  if (std::filesystem::is_directory(dir))
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Topology load_topology(const std::string& name_or_path) {
+  std::filesystem::path p = name_or_path;
+  if (!std::filesystem::exists(p) || std::filesystem::is_directory(p))
+    p = std::filesystem::path(data_dir()) / "topologies" / (name_or_path + ".json");
+  if (!std::filesystem::exists(p)) {
+    std::string known;
+    for (const auto& n : topology_names()) known += (known.empty() ? "" : ", ") + n;
+    throw Error(fmt::format("--topology: unknown topology '{}' (no file {}); known: {}", name_or_path, p.string(),
+                            known));
+  }
+  return parse_topology_json(read_file(p), p.string());
+}
+
+}  // namespace calico::sim

@@ -1,0 +1,115 @@
+// The probe's host helpers (megakernel/src/probe/probe_model.h), on the CPU: the variant model with the
+// published parameters is numerics.h's model exactly, the format constructors are exact, and the targeted
+// vectors are well formed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "calico/numerics.h"
+#include "probe/probe_model.h"
+
+namespace calico::gpu::probe {
+namespace {
+
+TEST(ProbeModel, PublishedVariantIsTheModel) {
+  struct Case {
+    OperandFormat f;
+    MmaModel model;
+    int k;
+  };
+  for (const Case& cs : {Case{OperandFormat::bf16(), MmaModel::hopper_bf16, 16},
+                         Case{OperandFormat::fp8_of(Fp8Kind::e4m3), MmaModel::hopper_fp8, 32},
+                         Case{OperandFormat::fp8_of(Fp8Kind::e5m2), MmaModel::hopper_fp8, 32}}) {
+    const VariantParams p = VariantParams::of(cs.model, cs.k);
+    const std::vector<TargetedVector> tv = targeted_vectors(cs.f, cs.k, cs.model, 1);
+    Rng rng(1, 2, 3);
+    std::vector<TargetedVector> all = tv;
+    for (int i = 0; i < 20000; ++i) {
+      TargetedVector v{"random", std::vector<uint32_t>(cs.k), std::vector<uint32_t>(cs.k), 0};
+      const int lo = rng.uniform(cs.f.emin - 3, cs.f.emax), hi = rng.uniform(lo, cs.f.emax);
+      for (int j = 0; j < cs.k; ++j) {
+        v.a[j] = i % 3 == 0 ? rng.bits(cs.f.bytes * 8) : cs.f.random_normal(rng, lo, hi);
+        v.b[j] = i % 3 == 0 ? rng.bits(cs.f.bytes * 8) : cs.f.random_normal(rng, lo, hi);
+      }
+      v.c = i % 5 == 0 ? 0u : random_f32(rng, 2 * lo - 10, 2 * hi + 10);
+      all.push_back(v);
+    }
+    size_t bad = 0;
+    for (const auto& v : all) {
+      ASSERT_EQ(static_cast<int>(v.a.size()), cs.k) << v.name;
+      ASSERT_EQ(static_cast<int>(v.b.size()), cs.k) << v.name;
+      uint32_t want;
+      if (!cs.f.fp8) {
+        uint16_t a[16], b[16];
+        for (int j = 0; j < 16; ++j) a[j] = static_cast<uint16_t>(v.a[j]), b[j] = static_cast<uint16_t>(v.b[j]);
+        want = f32_bits(mma_step_bf16(a, b, bits_f32(v.c), cs.model));
+      } else {
+        uint8_t a[32], b[32];
+        for (int j = 0; j < 32; ++j) a[j] = static_cast<uint8_t>(v.a[j]), b[j] = static_cast<uint8_t>(v.b[j]);
+        want = f32_bits(mma_step_fp8(a, cs.f.kind, 127, b, cs.f.kind, 127, bits_f32(v.c), cs.model));
+      }
+      const uint32_t got = variant_step(cs.f, p, v.a.data(), v.b.data(), v.c, cs.k);
+      if (got != want && bad++ < 3) ADD_FAILURE() << v.name << " c " << std::hex << v.c << " variant " << got << " model " << want;
+    }
+    EXPECT_EQ(bad, 0u) << "model " << static_cast<int>(cs.model) << " over " << all.size() << " vectors";
+  }
+}
+
+TEST(ProbeModel, FormatConstructorsAreExact) {
+  for (const OperandFormat& f : {OperandFormat::bf16(), OperandFormat::fp8_of(Fp8Kind::e4m3), OperandFormat::fp8_of(Fp8Kind::e5m2)}) {
+    for (int e = f.min_pow2(); e <= f.emax; ++e) {
+      EXPECT_EQ(f.value(f.pow2(e, false)), std::ldexp(1.0f, e)) << e;
+      EXPECT_EQ(f.value(f.pow2(e, true)), -std::ldexp(1.0f, e)) << e;
+    }
+    EXPECT_FALSE(f.is_nan(f.max_finite(false)));
+    EXPECT_TRUE(f.is_nan(f.nan()));
+  }
+}
+
+TEST(ProbeModel, TargetedVectorsCoverEveryFamily) {
+  const auto tv = targeted_vectors(OperandFormat::bf16(), 16, MmaModel::hopper_bf16, 1);
+  std::set<std::string> names;
+  for (const auto& v : tv) names.insert(v.name);
+  for (const char* n : {"align", "align_c_big", "round", "carry", "zero_term", "c_subnormal", "zero_sign",
+                        "zero_sign_underflow", "nan_a", "inf_minus_inf", "overflow_products", "subnormal_operand",
+                        "all_values"})
+    EXPECT_TRUE(names.count(n)) << n;
+}
+
+}  // namespace
+}  // namespace calico::gpu::probe
+
+namespace calico {
+namespace {
+
+uint16_t h(const char* hex) { return static_cast<uint16_t>(std::stoul(hex, nullptr, 16)); }
+
+// Regression (probe-mma on the H200, 2026-11-30, reports/probe-mma-2026-11-30.md): a zero result of
+// mma.sync / wgmma bf16 is +0, also when every term is -0 and when a nonzero sum truncates to zero.
+TEST(ProbeRegression, ZeroResultIsPositive) {
+  uint16_t a[16], b[16];
+  for (int i = 0; i < 16; ++i) a[i] = 0x8000, b[i] = 0x3F80;  // targeted:zero_sign, case 421: (-0) * 1, c = -0
+  EXPECT_EQ(f32_bits(mma_step_bf16(a, b, -0.0f)), 0x00000000u);
+  for (int i = 0; i < 16; ++i) a[i] = 0x8000, b[i] = 0x0000;  // case 418: (-0) * (+0), c = -0
+  EXPECT_EQ(f32_bits(mma_step_bf16(a, b, -0.0f)), 0x00000000u);
+  // c_zero case 340 (0, 2): products near 2^-148 whose sum truncates to zero; the GPU wrote +0.
+  const char* ra[16] = {"9a9c", "9ab9", "9a8c", "1a8c", "1ac8", "1ac3", "1a45", "9a90",
+                        "9a1e", "9aaf", "9a60", "1ae9", "9aba", "1abb", "9a4c", "9a06"};
+  const char* rb[16] = {"1a22", "9a34", "9a97", "1a34", "9a81", "1a47", "9a29", "1a43",
+                        "1ae7", "9ae8", "9a07", "9a38", "1ac8", "9a31", "9ad1", "9ab3"};
+  for (int i = 0; i < 16; ++i) a[i] = h(ra[i]), b[i] = h(rb[i]);
+  EXPECT_EQ(f32_bits(mma_step_bf16(a, b, 0.0f)), 0x00000000u);
+}
+
+// Regression (test_numerics_gpu on the H200): NaN results of sigmoid/silu/silu_grad are the canonical
+// 0x7FFFFFFF on host and device alike (the device wrote 0x7FFFFFFF, the host had 0x7FC00000 / 0xFFC00000).
+TEST(ProbeRegression, SiluNaNIsCanonical) {
+  EXPECT_EQ(f32_bits(calico_sigmoid(bits_f32(0x7FC00000u))), 0x7FFFFFFFu);
+  EXPECT_EQ(f32_bits(calico_silu(bits_f32(0xFF800000u))), 0x7FFFFFFFu);
+  EXPECT_EQ(f32_bits(calico_silu_grad(bits_f32(0x7F800000u))), 0x7FFFFFFFu);
+}
+
+}  // namespace
+}  // namespace calico

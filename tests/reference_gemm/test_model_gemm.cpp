@@ -1,0 +1,162 @@
+// model_gemm_bf16 (vectorised, blocked, threaded) must equal model_gemm_bf16_scalar (one mma_step_bf16 per
+// K-step, the specification) bit for bit: odd shapes, K tails, wide exponents, subnormals, NaN/inf, signed
+// zeros, cancellation, C != 0, and 1 vs 2 threads.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model_gemm.h"
+
+namespace calico::ref {
+namespace {
+
+enum class Mix { typical, wide, bits, zeros, subnormal, cancel };
+
+uint16_t bf16_from(int exp_field, uint32_t frac, bool neg) {
+  return static_cast<uint16_t>((neg ? 0x8000u : 0u) | (static_cast<uint32_t>(exp_field) << 7) | (frac & 0x7F));
+}
+
+// One bf16 element drawn from the given mix; `partner` supports exact cancellation (x then -x).
+uint16_t draw(Mix mix, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> u(0, 1 << 30);
+  const bool neg = u(rng) & 1;
+  const uint32_t frac = u(rng) & 0x7F;
+  switch (mix) {
+    case Mix::typical: return bf16_from(127 - 12 + u(rng) % 14, frac, neg);
+    case Mix::wide: return bf16_from(1 + u(rng) % 254, frac, neg);
+    case Mix::bits: return static_cast<uint16_t>(u(rng));
+    case Mix::zeros: {
+      const int r = u(rng) % 4;
+      if (r == 0) return bf16_from(0, 0, neg);
+      return bf16_from(127 - 8 + u(rng) % 8, frac, neg);
+    }
+    case Mix::subnormal: {
+      const int r = u(rng) % 3;
+      if (r == 0) return bf16_from(0, frac, neg);
+      if (r == 1) return bf16_from(1 + u(rng) % 8, frac, neg);
+      return bf16_from(127 + 40 + u(rng) % 60, frac, neg);
+    }
+    case Mix::cancel: return bf16_from(127 - 4 + u(rng) % 4, frac, neg);
+  }
+  return 0;
+}
+
+float draw_c(Mix mix, std::mt19937_64& rng) {
+  std::uniform_int_distribution<uint32_t> u;
+  const uint32_t r = u(rng);
+  switch (r % 8) {
+    case 0: return 0.0f;
+    case 1: return mix == Mix::bits || mix == Mix::zeros ? -0.0f : 0.0f;
+    case 2: return bits_f32(u(rng));  // any bit pattern (NaN, inf, subnormal included)
+    case 3: return bits_f32((u(rng) & 0x807FFFFFu) | ((1u + u(rng) % 20) << 23));  // tiny / subnormal-adjacent
+    default: return bits_f32((u(rng) & 0x807FFFFFu) | ((127u - 20 + u(rng) % 24) << 23));
+  }
+}
+
+struct Case {
+  int64_t M, N, K;
+  Mix mix;
+};
+
+void run_case(const Case& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t lda = c.K + 3, ldb = c.K + 1, ldc = c.N + 2;
+  std::vector<uint16_t> A(c.M * lda), B(c.N * ldb);
+  for (auto& v : A) v = draw(c.mix, rng);
+  for (auto& v : B) v = draw(c.mix, rng);
+  if (c.mix == Mix::cancel) {  // B rows whose halves cancel exactly against A's pattern
+    for (int64_t n = 0; n + 1 < c.N; n += 2)
+      for (int64_t k = 0; k < c.K; ++k) B[(n + 1) * ldb + k] = B[n * ldb + k] ^ (k % 2 ? 0x8000 : 0);
+  }
+  if (c.mix == Mix::zeros && c.M > 2) {  // whole zero rows, like expert padding
+    for (int64_t k = 0; k < c.K; ++k) A[1 * lda + k] = 0;
+  }
+  std::vector<float> C0(c.M * ldc);
+  for (auto& v : C0) v = draw_c(c.mix, rng);
+
+  std::vector<float> want = C0;
+  model_gemm_bf16_scalar(MmaModel::hopper_bf16, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, want.data(), ldc);
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    std::vector<float> got = C0;
+    model_gemm_bf16(MmaModel::hopper_bf16, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, got.data(), ldc);
+    for (int64_t i = 0; i < c.M * ldc; ++i) {
+      if (f32_bits(got[i]) != f32_bits(want[i])) {
+        FAIL() << "M=" << c.M << " N=" << c.N << " K=" << c.K << " mix=" << static_cast<int>(c.mix)
+               << " threads=" << threads << ": first mismatch at (m=" << i / ldc << ", n=" << i % ldc
+               << "): fast 0x" << std::hex << f32_bits(got[i]) << " scalar 0x" << f32_bits(want[i])
+               << " C0 0x" << f32_bits(C0[i]);
+      }
+    }
+  }
+  omp_set_num_threads(2);
+}
+
+TEST(ModelGemm, FastEqualsScalarAllMixes) {
+  const Case shapes[] = {{1, 1, 1, Mix::typical}, {5, 37, 17, Mix::typical}, {13, 33, 100, Mix::typical},
+                         {67, 65, 47, Mix::typical}, {4, 32, 16, Mix::typical}, {70, 40, 300, Mix::typical},
+                         {130, 70, 33, Mix::typical}, {3, 5, 530, Mix::typical}};
+  const Mix mixes[] = {Mix::typical, Mix::wide, Mix::bits, Mix::zeros, Mix::subnormal, Mix::cancel};
+  uint64_t seed = 1;
+  for (Mix mix : mixes) {
+    for (Case c : shapes) {
+      c.mix = mix;
+      run_case(c, seed++);
+      if (HasFatalFailure() || HasFailure()) return;
+    }
+  }
+}
+
+TEST(ModelGemm, ManySmallRandomShapes) {
+  std::mt19937_64 rng(42);
+  for (int t = 0; t < 60; ++t) {
+    const Case c{1 + static_cast<int64_t>(rng() % 20), 1 + static_cast<int64_t>(rng() % 50),
+                 1 + static_cast<int64_t>(rng() % 90), static_cast<Mix>(rng() % 6)};
+    run_case(c, 1000 + t);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(ModelGemm, SignedZeroChains) {
+  // Every exact zero result is +0, even when all terms are -0 (C = -0 and all products -0), as on the
+  // H200. Rows of -0/+0 against columns of +0/-0, C = +-0, K with and without a tail.
+  for (int64_t K : {16, 32, 20}) {
+    const int64_t M = 4, N = 4;
+    std::vector<uint16_t> A(M * K), B(N * K);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) A[m * K + k] = (m & 1) ? 0x8000 : 0x0000;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) B[n * K + k] = (n & 1) ? 0x8000 : (n == 2 && k == 3 ? 0x3F80 : 0x0000);
+    std::vector<float> C0(M * N);
+    for (int64_t i = 0; i < M * N; ++i) C0[i] = (i % 3) ? -0.0f : 0.0f;
+    std::vector<float> want = C0, got = C0;
+    model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
+    model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N);
+    int negative_zeros = 0;
+    for (int64_t i = 0; i < M * N; ++i) {
+      ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "K=" << K << " element " << i;
+      negative_zeros += f32_bits(want[i]) == 0x80000000u;
+    }
+    EXPECT_EQ(negative_zeros, 0) << "an exact zero result is +0";
+  }
+}
+
+TEST(ModelGemm, BlackwellBf16SameChain) {
+  // The Blackwell kind::f16 row shares the BF16 parameters; the fast path must follow it too.
+  std::mt19937_64 rng(7);
+  const int64_t M = 9, N = 35, K = 70;
+  std::vector<uint16_t> A(M * K), B(N * K);
+  for (auto& v : A) v = draw(Mix::wide, rng);
+  for (auto& v : B) v = draw(Mix::typical, rng);
+  std::vector<float> want(M * N, 0.5f), got(M * N, 0.5f);
+  model_gemm_bf16_scalar(MmaModel::blackwell_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
+  model_gemm_bf16(MmaModel::blackwell_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N);
+  for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "element " << i;
+}
+
+}  // namespace
+}  // namespace calico::ref
