@@ -24,7 +24,8 @@ calico::cli::Registrar diff_cmd("diff", "Compare traces bit for bit (runs, ranks
       "column) with both bit patterns, and a ULP histogram (bins 0, 1, 2-3, 4-7, ...; NaN).\n"
       "Exit status: 0 equal (or within --tolerance), 1 different, 2 bad input or unreadable trace.");
   app.add_option("traces", o->files, "A.h5 [B.h5]")->required()->expected(1, 2)->check(CLI::ExistingFile);
-  app.add_option("--tolerance", o->tolerance, "exact (default), ulp:N (max ULP distance) or rel:X (max relative error)");
+  app.add_option("--tolerance", o->tolerance,
+                 "exact (default), ulp:N (max ULP distance) or rel:X (max relative error)");
   app.add_flag("-v,--verbose", o->verbose, "also list equal and skipped tensors");
   return [o]() {
     using namespace calico::harness;

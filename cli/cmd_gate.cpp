@@ -46,10 +46,12 @@ calico::cli::Registrar gate_cmd("gate", "Run the determinism gate over a matrix 
       "Default matrix: each --backend over --ranks (R = 1, 2, 4, 8; those not dividing E or --tokens are dropped)\n"
       "and --dtype (bf16, mxfp8), --runs 2 each, all on the same global batch of --tokens tokens. Default\n"
       "backend: reference, plus megakernel when a GPU is present and the megakernel backend is built. Test\n"
-      "backends: toy, faulty-bitflip[:inner=B:run=N:tensor=NAME:token=G:column=C], faulty-order (toy with d_w_down reduced per rank).\n"
+      "backends: toy, faulty-bitflip[:inner=B:run=N:tensor=NAME:token=G:column=C], faulty-order (toy with d_w_down "
+      "reduced per rank).\n"
       "Per config: every run must equal run 0 bit for bit, and (per dtype) the config must equal the first\n"
       "config of the --baseline backend. --matrix FILE (JSON) lists configs explicitly: {\"preset\", \"tokens\",\n"
-      "\"runs\", \"routing\", \"seed\", \"baseline\", \"configs\": [{\"backend\", \"ranks\", \"dtype\", \"minibatch\",\n"
+      "\"runs\", \"routing\", \"seed\", \"baseline\", \"configs\": [{\"backend\", \"ranks\", \"dtype\", "
+      "\"minibatch\",\n"
       "\"comm_sms\", \"threads\", \"dispatch\", \"combine\"}]}. Reports: REPORT_DIR/gate-NAME.{json,md,html,*.png}.\n"
       "Exit status: 0 all identical (or within --tolerance), 1 any difference or backend error, 2 bad input.");
   app.add_option("--backend", o->backends, "comma-separated backends (default: reference [+ megakernel])");
@@ -117,9 +119,10 @@ calico::cli::Registrar gate_cmd("gate", "Run the determinism gate over a matrix 
     GateResult r = run_gate(g, o->quiet ? ProgressFn{} : terminal_progress("gate"));
     r.provenance.command_line =
         o->matrix.empty()
-            ? fmt::format("calico gate --backend {} --baseline {} --preset {} --tokens {} --ranks {} --dtype {} --runs {}",
-                          o->backends.empty() ? "(default)" : o->backends, o->baseline, o->preset, o->tokens,
-                          o->ranks, o->dtypes, o->runs)
+            ? fmt::format(
+                  "calico gate --backend {} --baseline {} --preset {} --tokens {} --ranks {} --dtype {} --runs {}",
+                  o->backends.empty() ? "(default)" : o->backends, o->baseline, o->preset, o->tokens, o->ranks,
+                  o->dtypes, o->runs)
             : fmt::format("calico gate --matrix {}", o->matrix);
     if (calico::gpu::device_count() > 0 && !backend_available("megakernel"))
       r.notes.push_back("a GPU is present but the megakernel backend is not built yet: it is not in the matrix");

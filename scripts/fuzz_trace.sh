@@ -3,6 +3,9 @@
 # build-fuzz/, writes a seed corpus of small valid traces (a 'micro' preset in a temporary data folder) and
 # runs RUNS executions (default 100000). Exit status is libFuzzer's: non-zero on any crash.
 # Usage: bash scripts/fuzz_trace.sh [RUNS] [extra libFuzzer flags]
+#   CALICO_FUZZ_RESEAL=1 bash scripts/fuzz_trace.sh ...  rewrites each input's checksummed header so the
+#   mutations reach libhdf5's parsers: on Debian 12 (HDF5 1.10.8) this finds crashes inside libhdf5 within a
+#   few thousand executions (see harness/TRACE_FORMAT.md); the default mode is what `calico diff` runs.
 # Needs clang, libclang-rt and libomp (Debian: clang, libclang-rt-14-dev, libomp-14-dev); installs them when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -60,16 +60,16 @@ def summary_plot(rep, path):
         handles = [matplotlib.patches.Patch(color=col, label=lab) for col, lab in
                    [("#3a9d4a", "bitwise equal"), ("#e0b030", "within tolerance"), ("#c8352e", "different"),
                     ("#bbbbbb", "not comparable by definition (d_ws_* at different R)")]]
-        fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=7, frameon=False)
-    fig.suptitle("Gate: every comparison (rows) x tensor (columns)", fontsize=9, y=0.995)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+        ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=7, frameon=False)
+    fig.suptitle("Gate: every comparison (rows) x tensor (columns)", fontsize=9)
+    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def ulp_plot(d, title, path):
     hist = d.get("ulp_histogram", [])
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    fig, ax = plt.subplots(figsize=(8, 3.2))
     labels = [h["label"] for h in hist]
     counts = [h["count"] for h in hist]
     ax.bar(range(len(hist)), counts, color="#c8352e")
@@ -120,10 +120,13 @@ def where_plot(rep, comp, d, title, path):
     rows = np.array(d.get("mismatch_by_row", []), dtype=np.int64).reshape(-1, 2)
     cols = np.array(d.get("mismatch_by_column", []), dtype=np.int64).reshape(-1, 2)
     ulp_map = trace_map(rep, comp, d)
+    base = d["tensor"][2:] if d["tensor"].startswith("d_") else d["tensor"]
+    row_label = "global token" if base in ("x", "out", "topk_experts", "router_weights") else \
+        "global row (all axes but the last, flattened)"
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
     axes[0].bar(rows[:, 0], rows[:, 1], width=1.0, color="#c8352e")
     axes[0].set_xlim(-0.5, max(d["rows"], 1) - 0.5)
-    axes[0].set_xlabel("global token (row)")
+    axes[0].set_xlabel(row_label)
     axes[0].set_ylabel("mismatches")
     axes[1].bar(cols[:, 0], cols[:, 1], width=1.0, color="#c8352e")
     axes[1].set_xlim(-0.5, max(d["columns"], 1) - 0.5)
@@ -139,7 +142,7 @@ def where_plot(rep, comp, d, title, path):
         axes[2].set_ylim(max(d["rows"], 1) - 0.5, -0.5)
         axes[2].set_title("mismatch positions (traces removed)", fontsize=8)
     axes[2].set_xlabel("column")
-    axes[2].set_ylabel("global token (row)")
+    axes[2].set_ylabel(row_label, fontsize=8)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.9))
     fig.savefig(path, dpi=110)

@@ -8,9 +8,8 @@
 
 #include "calico/harness.h"
 #include "calico/numerics.h"
-#include "schema.h"
-
 #include "calico/reference.h"
+#include "schema.h"
 
 namespace calico::harness {
 namespace {
@@ -111,7 +110,8 @@ class ToyBackend final : public Backend {
             float& acc = dwg[(e * I + i) * H + h];
             acc = f32_fma(bf16_to_f32(da[i]), bf16_to_f32(x[g * H + h]), acc);
           }
-        for (int64_t h = 0; h < H; ++h) dxacc[h] = f32_fma(bf16_to_f32(da[h % I]), bf16_to_f32(wg[e * I * H + h]), dxacc[h]);
+        for (int64_t h = 0; h < H; ++h)
+          dxacc[h] = f32_fma(bf16_to_f32(da[h % I]), bf16_to_f32(wg[e * I * H + h]), dxacc[h]);
       }
       for (int64_t h = 0; h < H; ++h) dx[g * H + h] = f32_to_bf16(dxacc[h]);
     }
@@ -283,9 +283,10 @@ std::unique_ptr<Backend> make_backend(const std::string& spec) {
                                             param_int(p, "column", 0, b));
   }
   if (b == "megakernel") throw Error("--backend megakernel: the megakernel backend is not implemented yet");
-  throw Error(fmt::format("--backend must be one of reference, toy, faulty-bitflip[:k=v...], "
-                          "faulty-order, megakernel; got '{}'",
-                          spec));
+  throw Error(
+      fmt::format("--backend must be one of reference, toy, faulty-bitflip[:k=v...], "
+                  "faulty-order, megakernel; got '{}'",
+                  spec));
 }
 
 }  // namespace calico::harness

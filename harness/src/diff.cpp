@@ -55,7 +55,8 @@ Elem decode(ElemType t, const uint8_t* p) {
       std::memcpy(&v, p, 4);
       return {static_cast<uint32_t>(v), v, static_cast<double>(v), false};
     }
-    case ElemType::u8: return {p[0], p[0], static_cast<double>(p[0]), false};
+    case ElemType::u8:
+      return {p[0], p[0], static_cast<double>(p[0]), false};
   }
   return {0, 0, 0, false};
 }
@@ -128,9 +129,12 @@ Tolerance Tolerance::parse(const std::string& text) {
 
 std::string Tolerance::describe() const {
   switch (kind) {
-    case Kind::exact: return "exact (bitwise)";
-    case Kind::ulp: return fmt::format("ulp:{}", value);
-    case Kind::rel: return fmt::format("rel:{}", value);
+    case Kind::exact:
+      return "exact (bitwise)";
+    case Kind::ulp:
+      return fmt::format("ulp:{}", value);
+    case Kind::rel:
+      return fmt::format("rel:{}", value);
   }
   return "?";
 }
@@ -139,8 +143,8 @@ std::string ulp_bin_label(int bin) {
   if (bin == 0) return "0";
   if (bin == kUlpBins - 1) return "NaN";
   if (bin == 1) return "1";
-  return fmt::format("{}-{}", uint64_t{1} << (bin - 1), bin >= 64 ? std::string("max")
-                                                                   : fmt::format("{}", (uint64_t{1} << bin) - 1));
+  return fmt::format("{}-{}", uint64_t{1} << (bin - 1),
+                     bin >= 64 ? std::string("max") : fmt::format("{}", (uint64_t{1} << bin) - 1));
 }
 
 std::string TensorDiff::location() const {
@@ -176,7 +180,8 @@ TensorDiff compare_tensors(const Tensor& a, const Tensor& b, const Tolerance& to
     const bool nan = x.nan || y.nan;
     const __int128 diff = x.ordered > y.ordered ? x.ordered - y.ordered : y.ordered - x.ordered;
     const uint64_t ulp = diff > static_cast<__int128>(std::numeric_limits<uint64_t>::max())
-                             ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(diff);
+                             ? std::numeric_limits<uint64_t>::max()
+                             : static_cast<uint64_t>(diff);
     double abs_err = 0, rel_err = 0;
     if (!nan) {
       abs_err = std::fabs(x.value - y.value);
@@ -252,11 +257,12 @@ DiffReport diff_traces(const Trace& a, const Trace& b, const Tolerance& tol, int
       if (placement_of(n) == Placement::partial && a.config.ranks != b.config.ranks) {
         d.tensor = n;
         d.skipped = true;
-        d.note = fmt::format("per-rank partial sum; R differs ({} vs {}), not comparable by definition",
-                             a.config.ranks, b.config.ranks);
+        d.note = fmt::format("per-rank partial sum; R differs ({} vs {}), not comparable by definition", a.config.ranks,
+                             b.config.ranks);
       } else {
         std::vector<int64_t> partition;
-        auto ga = global_tensor(a.runs[ra], n, &partition), gb = global_tensor(b.runs[rb], n, nullptr);
+        // Mismatches are located in B's partition: B is the trace under test (the gate's config).
+        auto ga = global_tensor(a.runs[ra], n, nullptr), gb = global_tensor(b.runs[rb], n, &partition);
         d = ga && gb ? compare_tensors(*ga, *gb, tol, partition)
                      : not_comparable(n, "missing on a rank or inconsistent across ranks");
       }
@@ -270,8 +276,8 @@ DiffReport diff_traces(const Trace& a, const Trace& b, const Tolerance& tol, int
   }
   if (a.runs.size() != b.runs.size() && run_a < 0) {
     // Not a difference in any tensor: only the common runs were compared. Listed so nobody is misled.
-    TensorDiff d = not_comparable("(runs)", fmt::format("A has {} runs, B has {}: compared runs 0..{}",
-                                                        a.runs.size(), b.runs.size(), runs - 1));
+    TensorDiff d = not_comparable(
+        "(runs)", fmt::format("A has {} runs, B has {}: compared runs 0..{}", a.runs.size(), b.runs.size(), runs - 1));
     d.comparable = true;
     d.skipped = true;
     rep.tensors.push_back(d);
@@ -319,9 +325,9 @@ std::string format_diff(const DiffReport& rep, bool verbose) {
     } else if (d.mismatches == 0) {
       if (verbose) s += fmt::format("equal  {}: {} elements bitwise equal\n", who, d.elements);
     } else {
-      s += fmt::format("{} {}: {} of {} elements differ; max ulp {}, max abs {:.3g}, max rel {:.3g}\n",
-                       d.passes() ? "within" : "DIFF  ", who, d.mismatches, d.elements, d.max_ulp, d.max_abs,
-                       d.max_rel);
+      s +=
+          fmt::format("{} {}: {} of {} elements differ; max ulp {}, max abs {:.3g}, max rel {:.3g}\n",
+                      d.passes() ? "within" : "DIFF  ", who, d.mismatches, d.elements, d.max_ulp, d.max_abs, d.max_rel);
       s += fmt::format("       first mismatch: {} (bits {:#x} vs {:#x})\n", d.location(), d.first_bits_a,
                        d.first_bits_b);
       std::string hist;
@@ -332,8 +338,8 @@ std::string format_diff(const DiffReport& rep, bool verbose) {
   }
   const int64_t bad = rep.mismatching_tensors();
   s += fmt::format("{}: {} tensor comparisons, {} differ; tolerance {}\n",
-                   rep.equal() ? "EQUAL" : (rep.passes() ? "WITHIN TOLERANCE" : "DIFFERENT"), rep.tensors.size(),
-                   bad, rep.tolerance.describe());
+                   rep.equal() ? "EQUAL" : (rep.passes() ? "WITHIN TOLERANCE" : "DIFFERENT"), rep.tensors.size(), bad,
+                   rep.tolerance.describe());
   return s;
 }
 

@@ -134,9 +134,10 @@ GateResult run_gate(const GateOptions& options, const ProgressFn& progress) {
   for (DType d : {DType::bf16, DType::mxfp8})
     for (const auto& c : options.configs)
       if (c.dtype == d && !baseline_index.count(d)) {
-        res.notes.push_back(fmt::format("no {} config of the baseline backend '{}' in the matrix: {} configs are only "
-                                        "compared with each other",
-                                        to_string(d), options.baseline, to_string(d)));
+        res.notes.push_back(
+            fmt::format("no {} config of the baseline backend '{}' in the matrix: {} configs are only "
+                        "compared with each other",
+                        to_string(d), options.baseline, to_string(d)));
         break;
       }
 
@@ -171,9 +172,11 @@ GateResult run_gate(const GateOptions& options, const ProgressFn& progress) {
     const Trace& t = traces[i];
     res.comparisons.push_back({"runs", c.label(), c.label(), diff_within(t, options.tolerance)});
     // Against the baseline of its dtype (or, without one, the first config of that dtype).
-    auto bi = baseline_index.count(c.dtype) ? baseline_index.at(c.dtype) : first_of_dtype.emplace(c.dtype, i).first->second;
+    auto bi =
+        baseline_index.count(c.dtype) ? baseline_index.at(c.dtype) : first_of_dtype.emplace(c.dtype, i).first->second;
     if (bi != i && traces.count(bi)) {
-      GateComparison cmp{"baseline", options.configs[bi].label(), c.label(), diff_traces(traces[bi], t, options.tolerance)};
+      GateComparison cmp{"baseline", options.configs[bi].label(), c.label(),
+                         diff_traces(traces[bi], t, options.tolerance)};
       res.comparisons.push_back(std::move(cmp));
     }
   }

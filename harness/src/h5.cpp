@@ -24,9 +24,7 @@ Id create_group(hid_t parent, const std::string& name) {
             H5Gclose);
 }
 
-bool exists(hid_t parent, const std::string& name) {
-  return H5Lexists(parent, name.c_str(), H5P_DEFAULT) > 0;
-}
+bool exists(hid_t parent, const std::string& name) { return H5Lexists(parent, name.c_str(), H5P_DEFAULT) > 0; }
 
 Id open_group(hid_t parent, const std::string& name, const std::string& where) {
   require(exists(parent, name), "{}: missing group '{}'", where, name);
@@ -56,8 +54,8 @@ Id open_scalar_attr(hid_t obj, const std::string& name, H5T_class_t cls, const s
   Id type(H5Aget_type(attr), H5Tclose);
   require(type.get() >= 0 && H5Tget_class(type) == cls, "{}: attribute '{}' has the wrong type", where, name);
   Id space(H5Aget_space(attr), H5Sclose);
-  require(space.get() >= 0 && H5Sget_simple_extent_npoints(space) == 1,
-          "{}: attribute '{}' must hold one value", where, name);
+  require(space.get() >= 0 && H5Sget_simple_extent_npoints(space) == 1, "{}: attribute '{}' must hold one value", where,
+          name);
   return attr;
 }
 }  // namespace

@@ -236,7 +236,8 @@ RunResult mpi_run_reference(const RunRequest& q) {
             "MPI_Gatherv (tensors)");
   RunResult res;
   if (mc.rank == 0)
-    for (int r = 0; r < mc.size; ++r) res.ranks.push_back(unpack(all.data() + displs[r], static_cast<size_t>(sizes[r])));
+    for (int r = 0; r < mc.size; ++r)
+      res.ranks.push_back(unpack(all.data() + displs[r], static_cast<size_t>(sizes[r])));
   return res;
 }
 

@@ -41,7 +41,8 @@ Provenance collect_provenance(const std::string& command_line) {
   Provenance p;
   p.calico_version = CALICO_VERSION;
   std::string commit = run_command("git -C '" CALICO_SOURCE_DIR "' rev-parse HEAD 2>/dev/null");
-  if (commit.empty()) commit = "unknown";
+  if (commit.empty())
+    commit = "unknown";
   else if (!run_command("git -C '" CALICO_SOURCE_DIR "' status --porcelain --untracked-files=no 2>/dev/null").empty())
     commit += "-dirty";
   p.git_commit = commit;
@@ -59,8 +60,8 @@ Provenance collect_provenance(const std::string& command_line) {
   H5get_libversion(&maj, &min, &rel);
   p.hdf5_version = fmt::format("{}.{}.{}", maj, min, rel);
   p.fmt_version = fmt::format("{}", FMT_VERSION);
-  p.json_version = fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
-                               NLOHMANN_JSON_VERSION_PATCH);
+  p.json_version =
+      fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH);
   p.command_line = command_line;
   const std::time_t now = std::time(nullptr);
   char stamp[32];

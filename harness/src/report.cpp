@@ -19,22 +19,34 @@ using nlohmann::json;
 double finite_or(double v, double alt) { return std::isfinite(v) ? v : alt; }
 
 json tensor_json(const TensorDiff& d) {
-  json j = {{"tensor", d.tensor},          {"type", d.type},
-            {"a", d.a_label},              {"b", d.b_label},
-            {"shape", d.shape},            {"equal", d.equal()},
-            {"passes", d.passes()},        {"comparable", d.comparable},
-            {"skipped", d.skipped},        {"note", d.note},
-            {"elements", d.elements},      {"mismatches", d.mismatches},
-            {"outside_tolerance", d.outside_tolerance}, {"max_ulp", d.max_ulp},
-            {"max_abs", finite_or(d.max_abs, 1e308)},   {"max_rel", finite_or(d.max_rel, 1e308)},
-            {"rows", d.rows},              {"columns", d.columns}};
+  json j = {{"tensor", d.tensor},
+            {"type", d.type},
+            {"a", d.a_label},
+            {"b", d.b_label},
+            {"shape", d.shape},
+            {"equal", d.equal()},
+            {"passes", d.passes()},
+            {"comparable", d.comparable},
+            {"skipped", d.skipped},
+            {"note", d.note},
+            {"elements", d.elements},
+            {"mismatches", d.mismatches},
+            {"outside_tolerance", d.outside_tolerance},
+            {"max_ulp", d.max_ulp},
+            {"max_abs", finite_or(d.max_abs, 1e308)},
+            {"max_rel", finite_or(d.max_rel, 1e308)},
+            {"rows", d.rows},
+            {"columns", d.columns}};
   if (d.has_first) {
     json idx = json::object();
     const auto axes = axis_names(d.tensor, d.first_index.size());
     for (size_t i = 0; i < axes.size(); ++i) idx[axes[i]] = d.first_index[i];
-    j["first_mismatch"] = {{"run", d.run_b},       {"run_a", d.run_a},
-                           {"rank", d.first_rank}, {"index", idx},
-                           {"location", d.location()}, {"bits_a", fmt::format("{:#x}", d.first_bits_a)},
+    j["first_mismatch"] = {{"run", d.run_b},
+                           {"run_a", d.run_a},
+                           {"rank", d.first_rank},
+                           {"index", idx},
+                           {"location", d.location()},
+                           {"bits_a", fmt::format("{:#x}", d.first_bits_a)},
                            {"bits_b", fmt::format("{:#x}", d.first_bits_b)}};
     json hist = json::array();
     for (int b = 0; b < kUlpBins; ++b)
@@ -43,7 +55,7 @@ json tensor_json(const TensorDiff& d) {
     json rows = json::array(), cols = json::array(), sample = json::array();
     for (auto [k, v] : d.by_row) rows.push_back({k, v});
     for (auto [k, v] : d.by_column) cols.push_back({k, v});
-    for (auto [r, c] : d.sample) sample.push_back({r, c});
+    for (size_t i = 0; i < d.sample.size() && i < 512; ++i) sample.push_back({d.sample[i].first, d.sample[i].second});
     j["mismatch_by_row"] = rows;
     j["mismatch_by_column"] = cols;
     j["mismatch_sample"] = sample;
@@ -57,20 +69,37 @@ json result_json(const GateResult& r) {
   json j;
   j["tool"] = "calico gate";
   j["passed"] = r.passed();
-  j["provenance"] = {{"calico_version", p.calico_version}, {"git_commit", p.git_commit}, {"host", p.host},
-                     {"cpu", p.cpu}, {"device", p.device}, {"compiler", p.compiler},
-                     {"hdf5_version", p.hdf5_version}, {"command_line", p.command_line},
+  j["provenance"] = {{"calico_version", p.calico_version},
+                     {"git_commit", p.git_commit},
+                     {"host", p.host},
+                     {"cpu", p.cpu},
+                     {"device", p.device},
+                     {"compiler", p.compiler},
+                     {"hdf5_version", p.hdf5_version},
+                     {"command_line", p.command_line},
                      {"created_utc", p.created_utc}};
-  j["options"] = {{"preset", o.preset}, {"tokens", o.tokens}, {"runs", o.runs}, {"routing", o.routing},
-                  {"seed", o.seed}, {"baseline", o.baseline}, {"tolerance", o.tolerance.describe()},
+  j["options"] = {{"preset", o.preset},
+                  {"tokens", o.tokens},
+                  {"runs", o.runs},
+                  {"routing", o.routing},
+                  {"seed", o.seed},
+                  {"baseline", o.baseline},
+                  {"tolerance", o.tolerance.describe()},
                   {"backward", o.backward}};
   j["configs"] = json::array();
   for (const auto& e : r.entries)
-    j["configs"].push_back({{"label", e.config.label()}, {"backend", e.config.backend}, {"ranks", e.config.ranks},
-                            {"dtype", to_string(e.config.dtype)}, {"minibatch", e.config.minibatch},
-                            {"comm_sms", e.config.comm_sms}, {"threads", e.config.threads},
-                            {"dispatch", to_string(e.config.dispatch)}, {"combine", to_string(e.config.combine)},
-                            {"trace", e.trace_path}, {"seconds", e.seconds}, {"error", e.error},
+    j["configs"].push_back({{"label", e.config.label()},
+                            {"backend", e.config.backend},
+                            {"ranks", e.config.ranks},
+                            {"dtype", to_string(e.config.dtype)},
+                            {"minibatch", e.config.minibatch},
+                            {"comm_sms", e.config.comm_sms},
+                            {"threads", e.config.threads},
+                            {"dispatch", to_string(e.config.dispatch)},
+                            {"combine", to_string(e.config.combine)},
+                            {"trace", e.trace_path},
+                            {"seconds", e.seconds},
+                            {"error", e.error},
                             {"ok", e.error.empty()}});
   j["comparisons"] = json::array();
   j["failures"] = json::array();
@@ -81,19 +110,33 @@ json result_json(const GateResult& r) {
     for (const auto& d : c.diff.tensors) {
       // Worst status per tensor name over runs and ranks: different > within > equal > skipped.
       const std::string st = d.skipped ? "skipped" : d.equal() ? "equal" : d.passes() ? "within" : "different";
-      auto rank_of = [](const std::string& x) { return x == "different" ? 3 : x == "within" ? 2 : x == "equal" ? 1 : 0; };
-      if (!status.contains(d.tensor) || rank_of(st) > rank_of(status[d.tensor].get<std::string>())) status[d.tensor] = st;
+      auto rank_of = [](const std::string& x) {
+        return x == "different" ? 3 : x == "within" ? 2 : x == "equal" ? 1 : 0;
+      };
+      if (!status.contains(d.tensor) || rank_of(st) > rank_of(status[d.tensor].get<std::string>()))
+        status[d.tensor] = st;
       equal += d.equal() && !d.skipped;
       skipped += d.skipped;
       if (!d.equal()) diffs.push_back(tensor_json(d));
       if (!d.passes())
-        j["failures"].push_back({{"comparison", i}, {"kind", c.kind}, {"a", c.a}, {"b", c.b}, {"tensor", d.tensor},
+        j["failures"].push_back({{"comparison", i},
+                                 {"kind", c.kind},
+                                 {"a", c.a},
+                                 {"b", c.b},
+                                 {"tensor", d.tensor},
                                  {"location", d.has_first ? d.location() : d.note},
-                                 {"mismatches", d.mismatches}, {"max_ulp", d.max_ulp}});
+                                 {"mismatches", d.mismatches},
+                                 {"max_ulp", d.max_ulp}});
     }
-    j["comparisons"].push_back({{"kind", c.kind}, {"a", c.a}, {"b", c.b}, {"equal", c.diff.equal()},
-                                {"passes", c.diff.passes()}, {"tensors_compared", c.diff.tensors.size()},
-                                {"tensors_equal", equal}, {"tensors_skipped", skipped}, {"tensor_status", status},
+    j["comparisons"].push_back({{"kind", c.kind},
+                                {"a", c.a},
+                                {"b", c.b},
+                                {"equal", c.diff.equal()},
+                                {"passes", c.diff.passes()},
+                                {"tensors_compared", c.diff.tensors.size()},
+                                {"tensors_equal", equal},
+                                {"tensors_skipped", skipped},
+                                {"tensor_status", status},
                                 {"differences", diffs}});
   }
   j["notes"] = r.notes;
@@ -107,9 +150,10 @@ std::string markdown(const GateResult& r, const std::vector<std::string>& plots)
   s << "# Calico determinism gate: " << (r.passed() ? "PASSED" : "FAILED") << "\n\n";
   s << fmt::format("- date (UTC): {}\n- git commit: {}\n- host: {}; cpu: {}\n- device: {}\n- compiler: {}; HDF5 {}\n",
                    p.created_utc, p.git_commit, p.host, p.cpu, p.device, p.compiler, p.hdf5_version);
-  s << fmt::format("- preset `{}`, {} global tokens, routing `{}`, seed {}, {} runs per config, baseline `{}`, "
-                   "tolerance {}\n",
-                   o.preset, o.tokens, o.routing, o.seed, o.runs, o.baseline, o.tolerance.describe());
+  s << fmt::format(
+      "- preset `{}`, {} global tokens, routing `{}`, seed {}, {} runs per config, baseline `{}`, "
+      "tolerance {}\n",
+      o.preset, o.tokens, o.routing, o.seed, o.runs, o.baseline, o.tolerance.describe());
   if (!p.command_line.empty()) s << "- command: `" << p.command_line << "`\n";
   s << "\n## Configs\n\n| config | status | seconds | trace |\n|---|---|---|---|\n";
   for (const auto& e : r.entries)
@@ -131,11 +175,11 @@ std::string markdown(const GateResult& r, const std::vector<std::string>& plots)
         s << "Not comparable: " << d.note << "\n\n";
         continue;
       }
-      s << fmt::format("- {} of {} elements differ ({} outside the tolerance); max ULP {}, max abs {:.4g}, max rel "
-                       "{:.4g}\n",
-                       d.mismatches, d.elements, d.outside_tolerance, d.max_ulp, d.max_abs, d.max_rel);
-      s << fmt::format("- first mismatch: **{}**, bits {:#x} vs {:#x}\n", d.location(), d.first_bits_a,
-                       d.first_bits_b);
+      s << fmt::format(
+          "- {} of {} elements differ ({} outside the tolerance); max ULP {}, max abs {:.4g}, max rel "
+          "{:.4g}\n",
+          d.mismatches, d.elements, d.outside_tolerance, d.max_ulp, d.max_abs, d.max_rel);
+      s << fmt::format("- first mismatch: **{}**, bits {:#x} vs {:#x}\n", d.location(), d.first_bits_a, d.first_bits_b);
       s << "- ULP histogram:";
       for (int b = 0; b < kUlpBins; ++b)
         if (d.ulp_histogram[b]) s << fmt::format(" [{}]: {};", ulp_bin_label(b), d.ulp_histogram[b]);
@@ -189,8 +233,8 @@ void write_gate_reports(GateResult& r) {
   std::vector<std::string> plots;
   std::string plot_note;
   if (r.options.plots) {
-    const std::string script = r.options.plot_script.empty() ? CALICO_SOURCE_DIR "/scripts/plot_report.py"
-                                                             : r.options.plot_script;
+    const std::string script =
+        r.options.plot_script.empty() ? CALICO_SOURCE_DIR "/scripts/plot_report.py" : r.options.plot_script;
     const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' 2>&1", script, r.json_path);
     std::string out;
     int status = -1;

@@ -9,8 +9,8 @@
 namespace calico::harness {
 
 bool is_input_tensor(const std::string& name) {
-  for (const char* n : {"x", "topk_experts", "router_weights", "d_out", "w_gate", "w_up", "w_down", "ws_gate", "ws_up",
-                        "ws_down"})
+  for (const char* n :
+       {"x", "topk_experts", "router_weights", "d_out", "w_gate", "w_up", "w_down", "ws_gate", "ws_up", "ws_down"})
     if (name == n) return true;
   return false;
 }

@@ -20,22 +20,32 @@ constexpr int64_t kMaxRuns = 1 << 16;
 
 hid_t file_type_of(ElemType t) {
   switch (t) {
-    case ElemType::bf16: return H5T_STD_U16LE;  // bf16 bit patterns; attribute dtype says "bf16"
-    case ElemType::f32: return H5T_IEEE_F32LE;
-    case ElemType::f64: return H5T_IEEE_F64LE;
-    case ElemType::i32: return H5T_STD_I32LE;
-    case ElemType::u8: return H5T_STD_U8LE;
+    case ElemType::bf16:
+      return H5T_STD_U16LE;  // bf16 bit patterns; attribute dtype says "bf16"
+    case ElemType::f32:
+      return H5T_IEEE_F32LE;
+    case ElemType::f64:
+      return H5T_IEEE_F64LE;
+    case ElemType::i32:
+      return H5T_STD_I32LE;
+    case ElemType::u8:
+      return H5T_STD_U8LE;
   }
   return H5T_STD_U8LE;
 }
 
 hid_t mem_type_of(ElemType t) {
   switch (t) {
-    case ElemType::bf16: return H5T_NATIVE_UINT16;
-    case ElemType::f32: return H5T_NATIVE_FLOAT;
-    case ElemType::f64: return H5T_NATIVE_DOUBLE;
-    case ElemType::i32: return H5T_NATIVE_INT32;
-    case ElemType::u8: return H5T_NATIVE_UINT8;
+    case ElemType::bf16:
+      return H5T_NATIVE_UINT16;
+    case ElemType::f32:
+      return H5T_NATIVE_FLOAT;
+    case ElemType::f64:
+      return H5T_NATIVE_DOUBLE;
+    case ElemType::i32:
+      return H5T_NATIVE_INT32;
+    case ElemType::u8:
+      return H5T_NATIVE_UINT8;
   }
   return H5T_NATIVE_UINT8;
 }
@@ -57,12 +67,13 @@ void write_dataset(hid_t parent, const Tensor& t) {
   std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
   h5::Id space(h5::check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), "dataspace " + t.name),
                H5Sclose);
-  h5::Id ds(h5::check(H5Dcreate2(parent, t.name.c_str(), file_type_of(t.type), space, H5P_DEFAULT, H5P_DEFAULT,
-                                 H5P_DEFAULT),
-                      "create dataset " + t.name),
-            H5Dclose);
-  if (t.numel() > 0) h5::check(H5Dwrite(ds, mem_type_of(t.type), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.bytes.data()),
-                               "write dataset " + t.name);
+  h5::Id ds(
+      h5::check(H5Dcreate2(parent, t.name.c_str(), file_type_of(t.type), space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                "create dataset " + t.name),
+      H5Dclose);
+  if (t.numel() > 0)
+    h5::check(H5Dwrite(ds, mem_type_of(t.type), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.bytes.data()),
+              "write dataset " + t.name);
   h5::write_attr(ds, "dtype", std::string(to_string(t.type)));
   h5::write_attr(ds, "role", std::string(is_input_tensor(t.name) ? "input" : "output"));
   h5::write_attr_u64(ds, "digest", digest(t));
@@ -118,11 +129,17 @@ void write_provenance(hid_t file, const Trace& t) {
   h5::write_attr_u64(file, "seed", t.config.seed);
   h5::write_attr(file, "spec_description", t.spec.describe());
   h5::write_attr(file, "config_description", t.config.describe());
-  const std::pair<const char*, const std::string*> fields[] = {
-      {"calico_version", &p.calico_version}, {"git_commit", &p.git_commit}, {"host", &p.host},
-      {"cpu", &p.cpu}, {"device", &p.device}, {"compiler", &p.compiler}, {"hdf5_version", &p.hdf5_version},
-      {"fmt_version", &p.fmt_version}, {"json_version", &p.json_version}, {"command_line", &p.command_line},
-      {"created_utc", &p.created_utc}};
+  const std::pair<const char*, const std::string*> fields[] = {{"calico_version", &p.calico_version},
+                                                               {"git_commit", &p.git_commit},
+                                                               {"host", &p.host},
+                                                               {"cpu", &p.cpu},
+                                                               {"device", &p.device},
+                                                               {"compiler", &p.compiler},
+                                                               {"hdf5_version", &p.hdf5_version},
+                                                               {"fmt_version", &p.fmt_version},
+                                                               {"json_version", &p.json_version},
+                                                               {"command_line", &p.command_line},
+                                                               {"created_utc", &p.created_utc}};
   for (const auto& [name, value] : fields) h5::write_attr(file, name, *value);
 }
 
@@ -209,7 +226,8 @@ struct Reader {
     s.experts = int_field("experts");
     s.top_k = int_field("top_k");
     s.shared_intermediate = int_field("shared_intermediate");
-    if (h5::has_attr(g, "swiglu_limit")) s.swiglu_limit = static_cast<float>(h5::read_double_attr(g, "swiglu_limit", w));
+    if (h5::has_attr(g, "swiglu_limit"))
+      s.swiglu_limit = static_cast<float>(h5::read_double_attr(g, "swiglu_limit", w));
     s.dtype = parse_dtype(h5::read_string_attr(g, "dtype", w));
     s.scale_rule = parse_scale_rule(h5::read_string_attr(g, "scale_rule", w));
     s.mma = parse_mma_model(h5::read_string_attr(g, "mma", w));
@@ -271,11 +289,17 @@ struct Reader {
     t.routing_source = h5::read_string_attr(file, "routing_source", origin);
     t.backward = h5::read_int_attr(file, "backward", origin) != 0;
     Provenance& p = t.provenance;
-    const std::pair<const char*, std::string*> fields[] = {
-        {"calico_version", &p.calico_version}, {"git_commit", &p.git_commit}, {"host", &p.host},
-        {"cpu", &p.cpu}, {"device", &p.device}, {"compiler", &p.compiler}, {"hdf5_version", &p.hdf5_version},
-        {"fmt_version", &p.fmt_version}, {"json_version", &p.json_version}, {"command_line", &p.command_line},
-        {"created_utc", &p.created_utc}};
+    const std::pair<const char*, std::string*> fields[] = {{"calico_version", &p.calico_version},
+                                                           {"git_commit", &p.git_commit},
+                                                           {"host", &p.host},
+                                                           {"cpu", &p.cpu},
+                                                           {"device", &p.device},
+                                                           {"compiler", &p.compiler},
+                                                           {"hdf5_version", &p.hdf5_version},
+                                                           {"fmt_version", &p.fmt_version},
+                                                           {"json_version", &p.json_version},
+                                                           {"command_line", &p.command_line},
+                                                           {"created_utc", &p.created_utc}};
     for (const auto& [name, value] : fields) *value = h5::read_string_attr(file, name, origin);
     t.spec = read_spec(file);
     t.config = read_config(file, t.spec);
@@ -328,7 +352,8 @@ uint64_t fnv1a(uint64_t h, const uint8_t* p, size_t n) {
 constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
 
 std::string make_header(uint64_t bytes, uint64_t sum) {
-  std::string h = fmt::format("{}format_version {}\nbytes {}\nfnv1a64 {:016x}\n", kMagic, kTraceFormatVersion, bytes, sum);
+  std::string h =
+      fmt::format("{}format_version {}\nbytes {}\nfnv1a64 {:016x}\n", kMagic, kTraceFormatVersion, bytes, sum);
   h.resize(kTraceHeaderBytes, '\0');
   return h;
 }
@@ -346,8 +371,9 @@ void verify_header(const uint8_t* header, uint64_t size, const std::string& orig
           "{}: unreadable CALICO-TRACE header block", origin);
   require(version == kTraceFormatVersion, "{}: format_version {} is not supported (this build reads {})", origin,
           version, kTraceFormatVersion);
-  require(size - kTraceHeaderBytes == bytes, "{}: truncated or extended: the header says {} bytes follow it, the file has {}",
-          origin, bytes, size - kTraceHeaderBytes);
+  require(size - kTraceHeaderBytes == bytes,
+          "{}: truncated or extended: the header says {} bytes follow it, the file has {}", origin, bytes,
+          size - kTraceHeaderBytes);
   const uint64_t got = sum_rest();
   require(got == sum, "{}: checksum mismatch (header {:016x}, data {:016x}): the file is corrupt", origin,
           static_cast<uint64_t>(sum), got);
@@ -358,8 +384,9 @@ void verify_header(const uint8_t* header, uint64_t size, const std::string& orig
 void seal_trace_image(std::vector<uint8_t>& image) {
   require(image.size() >= kTraceHeaderBytes, "seal_trace_image: {} bytes, a trace has at least {}", image.size(),
           kTraceHeaderBytes);
-  const std::string header = make_header(image.size() - kTraceHeaderBytes,
-                                         fnv1a(kFnvBasis, image.data() + kTraceHeaderBytes, image.size() - kTraceHeaderBytes));
+  const std::string header =
+      make_header(image.size() - kTraceHeaderBytes,
+                  fnv1a(kFnvBasis, image.data() + kTraceHeaderBytes, image.size() - kTraceHeaderBytes));
   std::memcpy(image.data(), header.data(), kTraceHeaderBytes);
 }
 

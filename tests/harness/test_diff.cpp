@@ -46,16 +46,17 @@ TEST(Diff, UlpDistanceCrossesZeroAndCountsSignedZeros) {
   Tensor a = f32_tensor({bits_f32(0x80000001u), 0.0f, 1.0f}, {3}), b = f32_tensor({bits_f32(1u), -0.0f, 2.0f}, {3});
   TensorDiff d = compare_tensors(a, b, {}, {3});
   EXPECT_EQ(d.mismatches, 3);
-  EXPECT_EQ(d.ulp_histogram[0], 1);                 // the signed zeros
-  EXPECT_EQ(d.ulp_histogram[2], 1);                 // 2 ULP: [2, 3]
-  EXPECT_EQ(d.max_ulp, uint64_t{1} << 23);          // 1.0 -> 2.0 is one binade
-  EXPECT_DOUBLE_EQ(d.max_rel, 2.0);                 // -s vs +s: |2s| / |s|
+  EXPECT_EQ(d.ulp_histogram[0], 1);         // the signed zeros
+  EXPECT_EQ(d.ulp_histogram[2], 1);         // 2 ULP: [2, 3]
+  EXPECT_EQ(d.max_ulp, uint64_t{1} << 23);  // 1.0 -> 2.0 is one binade
+  EXPECT_DOUBLE_EQ(d.max_rel, 2.0);         // -s vs +s: |2s| / |s|
 }
 
 TEST(Diff, Bf16AndNaN) {
   const uint16_t one = f32_to_bf16(1.0f);
   Tensor a = Tensor::from("out", ElemType::bf16, {3}, std::vector<uint16_t>{one, one, 0x7FC0});
-  Tensor b = Tensor::from("out", ElemType::bf16, {3}, std::vector<uint16_t>{one, static_cast<uint16_t>(one + 3), 0x7FC1});
+  Tensor b =
+      Tensor::from("out", ElemType::bf16, {3}, std::vector<uint16_t>{one, static_cast<uint16_t>(one + 3), 0x7FC1});
   TensorDiff d = compare_tensors(a, b, {}, {3});
   EXPECT_EQ(d.mismatches, 2);
   EXPECT_EQ(d.max_ulp, 3u);
@@ -113,9 +114,12 @@ TEST(DiffTraces, BitflipIsFoundAtRunRankTokenColumn) {
     EXPECT_EQ(d.location(), "run 2, rank 1, token 3, column 5");
   }
   EXPECT_EQ(bad, 1);
-  // Against a clean R=1 trace the same element is found, located in A's (R=1) partition.
-  DiffReport cross = diff_traces(testing::toy_trace(1, 3), t);
-  for (const auto& d : cross.tensors)
+  // Against a clean R=1 trace the same element is found, located in B's (R=2) partition, and the other
+  // way round in the R=1 partition.
+  const Trace clean = testing::toy_trace(1, 3);
+  for (const auto& d : diff_traces(clean, t).tensors)
+    if (!d.equal()) EXPECT_EQ(d.location(), "run 2, rank 1, token 3, column 5");
+  for (const auto& d : diff_traces(t, clean).tensors)
     if (!d.equal()) EXPECT_EQ(d.location(), "run 2, rank 0, token 11, column 5");
 }
 

@@ -156,8 +156,7 @@ std::string edited_trace(const TempDir& dir, const std::string& name, F edit) {
 
 TEST(Trace, WrongSchemaFilesGiveErrorsNamingTheProblem) {
   TempDir dir("schema");
-  expect_read_error(edited_trace(dir, "a.h5", [](hid_t f) { H5Adelete(f, "format"); }),
-                    "missing attribute 'format'");
+  expect_read_error(edited_trace(dir, "a.h5", [](hid_t f) { H5Adelete(f, "format"); }), "missing attribute 'format'");
   expect_read_error(edited_trace(dir, "b.h5",
                                  [](hid_t f) {
                                    hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
@@ -174,8 +173,8 @@ TEST(Trace, WrongSchemaFilesGiveErrorsNamingTheProblem) {
                                    H5Ldelete(f, "/runs/run_000/rank_000/out", H5P_DEFAULT);
                                    hsize_t dims[2] = {3, 3};
                                    hid_t s = H5Screate_simple(2, dims, nullptr);
-                                   hid_t d = H5Dcreate2(f, "/runs/run_000/rank_000/out", H5T_STD_U16LE, s,
-                                                        H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+                                   hid_t d = H5Dcreate2(f, "/runs/run_000/rank_000/out", H5T_STD_U16LE, s, H5P_DEFAULT,
+                                                        H5P_DEFAULT, H5P_DEFAULT);
                                    std::vector<uint16_t> zeros(9, 0);
                                    H5Dwrite(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data());
                                    Tensor t{"out", ElemType::bf16, {3, 3}, std::vector<uint8_t>(18, 0)};
@@ -265,13 +264,31 @@ TEST(TraceLayout, H5dumpShowsTheDocumentedLayout) {
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   ASSERT_EQ(pclose(p), 0) << out;
-  for (const char* want :
-       {"ATTRIBUTE \"format\"", "\"calico-trace\"", "ATTRIBUTE \"format_version\"", "ATTRIBUTE \"git_commit\"",
-        "ATTRIBUTE \"hdf5_version\"", "ATTRIBUTE \"seed\"", "GROUP \"spec\"", "ATTRIBUTE \"hidden\"",
-        "GROUP \"config\"", "ATTRIBUTE \"tokens_per_rank\"", "GROUP \"routing\"", "DATASET \"topk_experts\"",
-        "GROUP \"runs\"", "GROUP \"run_000\"", "GROUP \"rank_001\"", "DATASET \"out\"", "H5T_STD_U16LE",
-        "SIMPLE { ( 8, 32 ) / ( 8, 32 ) }", "ATTRIBUTE \"dtype\"", "\"bf16\"", "ATTRIBUTE \"digest\"",
-        "ATTRIBUTE \"role\"", "DATASET \"d_w_gate\"", "H5T_IEEE_F32LE", "SIMPLE { ( 4, 32, 32 ) / ( 4, 32, 32 ) }"})
+  for (const char* want : {"ATTRIBUTE \"format\"",
+                           "\"calico-trace\"",
+                           "ATTRIBUTE \"format_version\"",
+                           "ATTRIBUTE \"git_commit\"",
+                           "ATTRIBUTE \"hdf5_version\"",
+                           "ATTRIBUTE \"seed\"",
+                           "GROUP \"spec\"",
+                           "ATTRIBUTE \"hidden\"",
+                           "GROUP \"config\"",
+                           "ATTRIBUTE \"tokens_per_rank\"",
+                           "GROUP \"routing\"",
+                           "DATASET \"topk_experts\"",
+                           "GROUP \"runs\"",
+                           "GROUP \"run_000\"",
+                           "GROUP \"rank_001\"",
+                           "DATASET \"out\"",
+                           "H5T_STD_U16LE",
+                           "SIMPLE { ( 8, 32 ) / ( 8, 32 ) }",
+                           "ATTRIBUTE \"dtype\"",
+                           "\"bf16\"",
+                           "ATTRIBUTE \"digest\"",
+                           "ATTRIBUTE \"role\"",
+                           "DATASET \"d_w_gate\"",
+                           "H5T_IEEE_F32LE",
+                           "SIMPLE { ( 4, 32, 32 ) / ( 4, 32, 32 ) }"})
     EXPECT_NE(out.find(want), std::string::npos) << "h5dump output lacks: " << want;
 }
 

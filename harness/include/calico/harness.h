@@ -31,11 +31,11 @@ struct Provenance {
 Provenance collect_provenance(const std::string& command_line = "");
 
 struct Trace {
-  std::string backend;          // Backend::name()
-  std::string routing_source;   // RoutingSource::describe() or free text
+  std::string backend;         // Backend::name()
+  std::string routing_source;  // RoutingSource::describe() or free text
   LayerSpec spec;
-  RunConfig config;             // config.seed is the data seed
-  Routing routing;              // global [R*T, K]
+  RunConfig config;  // config.seed is the data seed
+  Routing routing;   // global [R*T, K]
   bool backward = true;
   Provenance provenance;
   std::vector<RunResult> runs;  // [runs]; each holds [R] TensorSets
@@ -81,16 +81,16 @@ std::string ulp_bin_label(int bin);
 
 struct TensorDiff {
   std::string tensor, type;
-  std::string a_label, b_label;   // e.g. "A run 0", "B run 1"
+  std::string a_label, b_label;  // e.g. "A run 0", "B run 1"
   int run_a = 0, run_b = 0;
-  std::vector<int64_t> shape;     // global shape compared
-  bool comparable = true;         // false: shapes/types differ or missing (counts as a difference)
-  bool skipped = false;           // not compared by definition (partial sums across different R)
+  std::vector<int64_t> shape;  // global shape compared
+  bool comparable = true;      // false: shapes/types differ or missing (counts as a difference)
+  bool skipped = false;        // not compared by definition (partial sums across different R)
   std::string note;
   int64_t elements = 0, mismatches = 0, outside_tolerance = 0;
   uint64_t max_ulp = 0;
   double max_abs = 0, max_rel = 0;
-  // First mismatch in row-major order of the global tensor, located in trace A's partition.
+  // First mismatch in row-major order of the global tensor, located in trace B's partition (the one tested).
   bool has_first = false;
   int first_rank = -1;
   std::vector<int64_t> first_index;  // index within that rank's tensor
@@ -120,8 +120,9 @@ struct DiffReport {
 DiffReport diff_traces(const Trace& a, const Trace& b, const Tolerance& tol = {}, int run_a = -1, int run_b = -1);
 // Within one trace: every run against run 0, and every rank's copy of replicated tensors against rank 0's.
 DiffReport diff_within(const Trace& a, const Tolerance& tol = {});
-// One tensor pair (already global); `partition` = rows of axis 0 per rank of A, for locating mismatches.
-TensorDiff compare_tensors(const Tensor& a, const Tensor& b, const Tolerance& tol, const std::vector<int64_t>& partition);
+// One tensor pair (already global); `partition` = rows of axis 0 per rank, for locating mismatches.
+TensorDiff compare_tensors(const Tensor& a, const Tensor& b, const Tolerance& tol,
+                           const std::vector<int64_t>& partition);
 
 std::string format_diff(const DiffReport& report, bool verbose);  // human-readable text for the CLI
 
@@ -164,7 +165,7 @@ struct GateConfig {
 
 struct GateOptions {
   std::string preset = "tiny";
-  int64_t tokens = 64;             // global tokens R*T, the same for every config
+  int64_t tokens = 64;  // global tokens R*T, the same for every config
   int runs = 2;
   std::string routing = "uniform";
   uint64_t seed = 1;
@@ -173,7 +174,7 @@ struct GateOptions {
   std::vector<GateConfig> configs;
   std::string report_dir = "reports", trace_dir, name;  // trace_dir empty: a temporary folder
   bool keep_traces = false, plots = true;
-  std::string plot_script;         // empty: the in-tree scripts/plot_report.py
+  std::string plot_script;  // empty: the in-tree scripts/plot_report.py
   bool backward = true;
 };
 // Default matrix: each backend over R = 1, 2, 4, 8 (those dividing E), BF16 and MXFP8.
