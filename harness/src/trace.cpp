@@ -371,6 +371,10 @@ void verify_header(const uint8_t* header, uint64_t size, const std::string& orig
           "{}: unreadable CALICO-TRACE header block", origin);
   require(version == kTraceFormatVersion, "{}: format_version {} is not supported (this build reads {})", origin,
           version, kTraceFormatVersion);
+  // The block must be byte for byte what make_header writes: a flip in its padding or a lenient parse
+  // (hex case, leading zeros) must not pass unnoticed.
+  require(std::memcmp(header, make_header(bytes, sum).data(), kTraceHeaderBytes) == 0,
+          "{}: the CALICO-TRACE header block is corrupt", origin);
   require(size - kTraceHeaderBytes == bytes,
           "{}: truncated or extended: the header says {} bytes follow it, the file has {}", origin, bytes,
           size - kTraceHeaderBytes);
