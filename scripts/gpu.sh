@@ -2,7 +2,7 @@
 # On the GPU machine (H200): configure + build for sm_90a (only `calico` and the GPU test binaries), run the
 # gpu-labelled tests, then the tensor-core probe for every Hopper instruction (>= 1e6 random cases each,
 # every targeted vector, chained 64x256xK=7168 tiles for wgmma). Logs and JSON go to $OUT (default ./gpu-out).
-# Usage: bash scripts/gpu.sh [CASES]     (CASES defaults to 1048576)
+# Usage: [PROBES=0] bash scripts/gpu.sh [CASES]     (CASES defaults to 1048576)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"
@@ -14,6 +14,7 @@ log() { echo "[$(date +%T)] $*" | tee -a "$OUT/gpu.log"; }
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   nvcc --version | tail -1
+  lscpu | grep -E "Model name|^CPU\(s\)|Flags" | cut -c1-200
 } > "$OUT/device.txt" 2>&1
 log "configure"
 # CALICO_H5DUMP: the harness tests want h5dump, absent on the device image; nothing built here uses it.
@@ -29,6 +30,14 @@ log "gpu tests"
 (cd build-gpu && ctest -L gpu --output-on-failure) > "$OUT/tests.log" 2>&1 || status=1
 tail -5 "$OUT/tests.log" | tee -a "$OUT/gpu.log"
 ./build-gpu/tests/megakernel/test_probe_model >> "$OUT/tests.log" 2>&1 || status=1
+# Cross-machine determinism: the CPU reference on this machine's CPU (another vendor, 16 threads) must print
+# the same digests as on a developer's machine (reports/cross-machine-*.md holds both).
+log "reference digests"
+for args in "--preset tiny --tokens 256 --ranks 2 --dtype mxfp8" "--preset tiny --tokens 256 --ranks 4 --clamp 1.5" \
+            "--preset qwen3-30b-a3b --tokens 256 --ranks 8 --threads $JOBS"; do
+  echo "## calico run $args"
+  ./build-gpu/cli/calico run $args | sed -n '/^output/,$p'
+done > "$OUT/reference-digests.txt" 2>&1 || status=1
 probe() {  # name, extra args
   local name="$1"; shift
   log "probe $name"
@@ -39,10 +48,12 @@ probe() {  # name, extra args
   grep -E "TOTAL|time:|error" "$OUT/probe-$name.txt" | tee -a "$OUT/gpu.log"
   log "probe $name exit $rc"
 }
-probe mma.sync.bf16
-probe wgmma.bf16 --chain-tiles 4
-probe wgmma.e4m3 --chain-tiles 4
-probe wgmma.e5m2 --chain-tiles 4
+if [ "${PROBES:-1}" = 1 ]; then  # PROBES=0 skips the probe (about 3 minutes)
+  probe mma.sync.bf16
+  probe wgmma.bf16 --chain-tiles 4
+  probe wgmma.e4m3 --chain-tiles 4
+  probe wgmma.e5m2 --chain-tiles 4
+fi
 # Keep at most 8 files: device.txt gpu.log build.log tests.log and the four probe JSON/summary pairs merged.
 for n in mma.sync.bf16 wgmma.bf16 wgmma.e4m3 wgmma.e5m2; do
   [ -f "$OUT/probe-$n.txt" ] && cat "$OUT/probe-$n.txt" >> "$OUT/probes.txt" && rm -f "$OUT/probe-$n.txt"
