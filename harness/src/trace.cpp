@@ -167,6 +167,13 @@ void write_body(hid_t file, const Trace& t) {
 
 // ---- reading ----
 
+// A non-negative integer attribute that must fit the spec's and config's int fields.
+int read_count_attr(hid_t object, const char* name, const std::string& where) {
+  const int64_t v = h5::read_int_attr(object, name, where);
+  require(v >= 0 && v <= (1 << 24), "{}: attribute {} must be in [0, {}], got {}", where, name, 1 << 24, v);
+  return static_cast<int>(v);
+}
+
 struct Reader {
   std::string origin;
   int64_t byte_budget;  // no dataset may claim more bytes than the file has (we never compress)
@@ -216,11 +223,7 @@ struct Reader {
     h5::Id g = h5::open_group(file, "spec", origin);
     LayerSpec s;
     s.name = h5::read_string_attr(g, "name", w);
-    auto int_field = [&](const char* n) {
-      int64_t v = h5::read_int_attr(g, n, w);
-      require(v >= 0 && v <= (1 << 24), "{}: attribute {} must be in [0, {}], got {}", w, n, 1 << 24, v);
-      return static_cast<int>(v);
-    };
+    auto int_field = [&](const char* n) { return read_count_attr(g, n, w); };
     s.hidden = int_field("hidden");
     s.intermediate = int_field("intermediate");
     s.experts = int_field("experts");
@@ -239,11 +242,7 @@ struct Reader {
     const std::string w = origin + ": /config";
     h5::Id g = h5::open_group(file, "config", origin);
     RunConfig c;
-    auto int_field = [&](const char* n) {
-      int64_t v = h5::read_int_attr(g, n, w);
-      require(v >= 0 && v <= (1 << 24), "{}: attribute {} must be in [0, {}], got {}", w, n, 1 << 24, v);
-      return static_cast<int>(v);
-    };
+    auto int_field = [&](const char* n) { return read_count_attr(g, n, w); };
     c.ranks = int_field("ranks");
     c.tokens_per_rank = int_field("tokens_per_rank");
     c.minibatch = int_field("minibatch");

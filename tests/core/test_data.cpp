@@ -1,6 +1,8 @@
 // Deterministic data: the counter-based generator, the routing generators (values depend on (seed, g) only)
 // and the HDF5 routing format with its error messages.
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <hdf5.h>
 
 #include <cmath>
@@ -12,14 +14,7 @@ using namespace calico;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using calico::test_util::error_of;
 
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("calico_test_data_" + name)).string();

@@ -2,6 +2,8 @@
 // ends, traffic matrices add up to counts computed here independently, capacity overflow is a named error.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <set>
 
 #include "calico/core.h"
@@ -19,14 +21,7 @@ RunConfig config_for(int ranks, int64_t total_tokens) {
   return c;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using calico::test_util::error_of;
 
 }  // namespace
 

@@ -1,6 +1,8 @@
 // Bad input to the reference layer: each case is a calico::Error whose text names the problem (DESIGN 2.4).
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 
 #include "calico/core.h"
@@ -19,15 +21,7 @@ RunRequest good_request(int ranks = 2, int tokens_per_rank = 8) {
   return r;
 }
 
-// Runs f, returns the calico::Error text ("(no error)" if none).
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using calico::test_util::error_of;
 
 std::string run_error(const RunRequest& r) {
   return error_of([&] { ref::run_reference(r, ref::ReferenceMode::contract); });

@@ -73,7 +73,8 @@ std::vector<float> mma_step_fp8_on_device(const std::vector<uint8_t>& a, Fp8Kind
 struct ProbeInstruction {
   std::string name;         // "mma.sync.bf16", "wgmma.bf16", "wgmma.e4m3", ...
   std::string description;  // the PTX instruction and shape
-  int required_sm;          // 90 (runs on an H200) or 100 (Blackwell, needs an sm_100a build and device)
+  int required_sm;          // 90 (runs on an H200) or 100 (Blackwell: tcgen05.*, needs an sm_100a/sm_103a
+                            // build and a compute capability 10.0/10.3 device, else probe_mma throws)
 };
 std::vector<ProbeInstruction> probe_instructions();
 
@@ -100,6 +101,7 @@ struct ProbeMismatch {
   int row = 0, col = 0, step = -1;  // step: chained K step (-1 for single-instruction cases)
   std::vector<uint32_t> a, b;       // operand bit patterns of this output element (one K step)
   uint32_t c = 0, gpu = 0, model = 0;
+  uint8_t scale_a = 127, scale_b = 127;  // E8M0 block scales of this row of A / column of B (127: 2^0)
 };
 
 struct ProbeMmaReport {

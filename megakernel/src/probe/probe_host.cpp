@@ -50,14 +50,22 @@ const InstrSpec kInstrs[] = {
      ProbeKernel::wgmma_e4m3, 64, 8, 32, true, Fp8Kind::e4m3, MmaModel::hopper_fp8, true},
     {"wgmma.e5m2", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2 (warpgroup, sm_90a; chain m64n256k32)", 90,
      ProbeKernel::wgmma_e5m2, 64, 8, 32, true, Fp8Kind::e5m2, MmaModel::hopper_fp8, true},
-    {"tcgen05.f16", "tcgen05.mma.cta_group::1.kind::f16 bf16, f32 accumulate (sm_100a; kernel not written yet)", 100,
-     ProbeKernel::tcgen05_f16, 128, 16, 16, false, Fp8Kind::e4m3, MmaModel::blackwell_bf16, false},
+    {"tcgen05.bf16",
+     "tcgen05.mma.cta_group::1.kind::f16 bf16, f32 accumulate, M128 N16 K16 (sm_100a/sm_103a; compiled, not yet run)",
+     100, ProbeKernel::tcgen05_f16, 128, 16, 16, false, Fp8Kind::e4m3, MmaModel::blackwell_bf16, false},
     {"tcgen05.mxf8.e4m3",
-     "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale e4m3, scale_vec::1X (sm_100a; kernel not written yet)",
+     "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X e4m3, E8M0 scales, M128 N16 K32 "
+     "(sm_100a/sm_103a; compiled, not yet run)",
      100, ProbeKernel::tcgen05_mxf8_e4m3, 128, 16, 32, true, Fp8Kind::e4m3, MmaModel::blackwell_mxfp8, false},
+    {"tcgen05.mxf8.e5m2",
+     "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X e5m2, E8M0 scales, M128 N16 K32 "
+     "(sm_100a/sm_103a; compiled, not yet run)",
+     100, ProbeKernel::tcgen05_mxf8_e5m2, 128, 16, 32, true, Fp8Kind::e5m2, MmaModel::blackwell_mxfp8, false},
 };
 
-const InstrSpec& find_instr(const std::string& name) {
+const InstrSpec& find_instr(const std::string& name_in) {
+  // "tcgen05.f16" was the slot's name before the kernels existed (earlier PROBE.md commands).
+  const std::string name = name_in == "tcgen05.f16" ? "tcgen05.bf16" : name_in;
   for (const auto& s : kInstrs)
     if (name == s.name) return s;
   std::string names;
@@ -109,6 +117,7 @@ void run_batch_on_device(const InstrSpec& s, Batch& bt) {
     case ProbeKernel::wgmma_e5m2: bt.d = probe::launch_wgmma_tiles(s.kernel, bt.a, bt.b, bt.c, bt.cases); break;
     case ProbeKernel::tcgen05_f16:
     case ProbeKernel::tcgen05_mxf8_e4m3:
+    case ProbeKernel::tcgen05_mxf8_e5m2:
       bt.d = probe::launch_tcgen05_tiles(s.kernel, bt.a, bt.b, bt.c, bt.sa, bt.sb, bt.cases);
       break;
   }
@@ -159,6 +168,25 @@ uint32_t model_step(const InstrSpec& s, const uint32_t* a, const uint32_t* b, ui
 const char* const kFamilies[] = {"random_bits",  "random_finite", "wide_spread", "cancellation",
                                  "c_zero",       "near_underflow", "overflow",   "carry"};
 constexpr int kFamilyCount = 8;
+
+// E8M0 scales of one block-scaled case (drawn after everything else, so the operands and C of a case do not
+// depend on whether its instruction is block scaled): half 2^0, then near 2^0, anywhere in [2^-127, 2^127],
+// the extremes, and (random_bits only) the NaN code 0xFF.
+void draw_scales(const InstrSpec& s, int family, Rng& rng, Batch& bt, int64_t cs) {
+  auto one = [&]() -> uint8_t {
+    const int mode = rng.uniform(0, 15);
+    if (mode < 8) return 127;
+    if (mode < 12) return static_cast<uint8_t>(rng.uniform(119, 135));
+    if (mode < 14) return static_cast<uint8_t>(rng.uniform(0, 254));
+    if (mode == 14) {
+      const uint8_t extremes[] = {0, 1, 253, 254};
+      return extremes[rng.uniform(0, 3)];
+    }
+    return family == 0 ? uint8_t{0xFF} : static_cast<uint8_t>(rng.uniform(100, 154));
+  };
+  for (int m = 0; m < s.m; ++m) bt.sa[static_cast<size_t>(cs) * s.m + m] = one();
+  for (int n = 0; n < s.n; ++n) bt.sb[static_cast<size_t>(cs) * s.n + n] = one();
+}
 
 void generate_case(const InstrSpec& s, int family, Rng& rng, Batch& bt, int64_t cs) {
   const OperandFormat f = format_of(s);
@@ -267,6 +295,7 @@ void generate_case(const InstrSpec& s, int family, Rng& rng, Batch& bt, int64_t 
       }
       C(m, n, c);
     }
+  if (s.model == MmaModel::blackwell_mxfp8) draw_scales(s, family, rng, bt, cs);
 }
 
 // Puts targeted vectors t0 .. t0 + N - 1 on the diagonal of case cs (row m carries vector m % N).
@@ -343,14 +372,18 @@ void compare_batch(const InstrSpec& s, const Batch& bt, int64_t first_case, cons
             mm.a = in.a;
             mm.b = in.b;
             mm.c = in.c;
+            mm.scale_a = in.sa;
+            mm.scale_b = in.sb;
             mm.gpu = bt.d[o];
             mm.model = model_step(s, in.a.data(), in.b.data(), in.c, in.sa, in.sb);
             tally.records[fam].push_back(std::move(mm));
           }
-          if (is_bad && tally.diag_bad.size() < kDiagSamples) {
+          // The variant models take no block scales: only unit-scale outputs are evidence for them.
+          const bool unit_scales = in.sa == 127 && in.sb == 127;
+          if (unit_scales && is_bad && tally.diag_bad.size() < kDiagSamples) {
             tally.diag_bad.push_back(std::move(in));
             tally.diag_bad_gpu.push_back(bt.d[o]);
-          } else if (!is_bad) {
+          } else if (unit_scales && !is_bad) {
             tally.diag_good.push_back(std::move(in));
             tally.diag_good_gpu.push_back(bt.d[o]);
           }
@@ -470,6 +503,22 @@ std::string hex(uint32_t v, int digits) { return fmt::format("0x{:0{}X}", v, dig
 
 }  // namespace
 
+namespace probe {
+
+bool tcgen05_capability_ok(int major, int minor) { return major == 10 && (minor == 0 || minor == 3); }
+
+std::string tcgen05_requirement(ProbeKernel kernel, const std::string& found) {
+  const char* name = "tcgen05";
+  for (const auto& s : kInstrs)
+    if (s.kernel == kernel) name = s.name;
+  return fmt::format(
+      "probe: {} needs sm_100a/sm_103a, found {} (tcgen05 runs on Blackwell B200/GB200, compute capability 10.0, "
+      "or B300/GB300, 10.3, with a build whose CMAKE_CUDA_ARCHITECTURES has 100a or 103a)",
+      name, found);
+}
+
+}  // namespace probe
+
 void ProbeMmaOptions::validate() const {
   find_instr(instr);
   require(cases >= 0 && cases <= (int64_t{1} << 34), "--cases: {} not in [0, 2^34]", cases);
@@ -513,6 +562,8 @@ std::string ProbeMmaReport::summary() const {
       for (auto v : r.a) a += fmt::format(" {:x}", v);
       for (auto v : r.b) b += fmt::format(" {:x}", v);
       s += fmt::format("    a:{}\n    b:{}\n", a, b);
+      if (r.scale_a != 127 || r.scale_b != 127)
+        s += fmt::format("    E8M0 scale_a 0x{:02X} scale_b 0x{:02X}\n", r.scale_a, r.scale_b);
     }
   }
   for (const auto& l : diagnosis) s += "  " + l + "\n";
@@ -538,6 +589,8 @@ std::string ProbeMmaReport::to_json() const {
   for (const auto& r : records) {
     nlohmann::json m{{"family", r.family}, {"case", r.case_index}, {"row", r.row},     {"col", r.col},
                      {"step", r.step},     {"c", hex(r.c, 8)},     {"gpu", hex(r.gpu, 8)}, {"model", hex(r.model, 8)}};
+    m["scale_a"] = hex(r.scale_a, 2);
+    m["scale_b"] = hex(r.scale_b, 2);
     for (auto v : r.a) m["a"].push_back(hex(v, 4));
     for (auto v : r.b) m["b"].push_back(hex(v, 4));
     j["mismatches"].push_back(m);
@@ -551,6 +604,11 @@ ProbeMmaReport probe_mma(const ProbeMmaOptions& o) {
   const InstrSpec& s = find_instr(o.instr);
   require(s.chain || o.chain_tiles == 0, "--chain-tiles: instruction {} has no chained-tile kernel (wgmma.* have)",
           s.name);
+  if (s.required_sm >= 100) {  // before generating any input: a clear error on a machine that cannot run it
+    if (device_count() == 0)
+      throw Error(probe::tcgen05_requirement(s.kernel, "no usable CUDA device (" + device_description() + ")"));
+    probe::require_device_for(s.kernel);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   ProbeMmaReport rep;
   rep.instr = s.name;

@@ -196,7 +196,6 @@ void require_device_for(ProbeKernel kernel) {
   cudaDeviceProp prop{};
   CALICO_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const bool hopper = prop.major == 9 && prop.minor == 0;
-  const bool blackwell = prop.major == 10;
   switch (kernel) {
     case ProbeKernel::mma_sync_bf16:
       require(prop.major >= 8, "probe: mma.sync bf16 needs compute capability >= 8.0, device is {}.{}", prop.major,
@@ -210,8 +209,8 @@ void require_device_for(ProbeKernel kernel) {
       break;
     case ProbeKernel::tcgen05_f16:
     case ProbeKernel::tcgen05_mxf8_e4m3:
-      require(blackwell, "probe: tcgen05 needs a compute capability 10.x device (sm_100a/sm_103a build), device is {}.{}",
-              prop.major, prop.minor);
+    case ProbeKernel::tcgen05_mxf8_e5m2:
+      require_tcgen05_device(kernel);  // probe_tcgen05.cu: device 10.0/10.3 and a build with tcgen05 code
       break;
   }
 }
