@@ -35,12 +35,12 @@ constexpr uint32_t kLbo = 128, kSbo = 8 * kRowBytes;
 static_assert(kN % 16 == 0 && kN >= 16 && kN <= 256, "M = 128 needs N a multiple of 16 in [16, 256]");
 static_assert(kColD + kN <= kColSfa && kColSfb + 4 <= kTmemColumns, "TMEM column map overlaps");
 
-constexpr bool is_mxf8(ProbeKernel k) {
+__host__ __device__ constexpr bool is_mxf8(ProbeKernel k) {
   return k == ProbeKernel::tcgen05_mxf8_e4m3 || k == ProbeKernel::tcgen05_mxf8_e5m2;
 }
 
 template <ProbeKernel K>
-constexpr uint32_t instruction_descriptor() {
+__host__ __device__ constexpr uint32_t instruction_descriptor() {
   if constexpr (K == ProbeKernel::tcgen05_f16) return ptx::tcgen05_idesc_bf16_f32(kM, kN);
   constexpr ptx::Tcgen05F8Format f =
       K == ProbeKernel::tcgen05_mxf8_e4m3 ? ptx::Tcgen05F8Format::e4m3 : ptx::Tcgen05F8Format::e5m2;
