@@ -28,7 +28,10 @@ calico::cli::Registrar probe_mma(
           "cancellation, c_zero, near_underflow, overflow, carry; then every targeted vector (alignment width,\n"
           "rounding direction, carries, zero-term exponent, signed zeros, NaN/inf, overflow, subnormals, every\n"
           "operand code); then --chain-tiles 64x256 tiles chained over --chain-k (wgmma.* only).\n"
-          "Example: calico probe-mma --instr wgmma.e4m3 --cases 1000000 --chain-tiles 4 --json out.json");
+          "Example: calico probe-mma --instr wgmma.e4m3 --cases 1000000 --chain-tiles 4 --json out.json\n"
+          "Blackwell (tcgen05.*: a B200/GB200 or B300/GB300 and a build with CMAKE_CUDA_ARCHITECTURES 100a/103a;\n"
+          "elsewhere they stop at once with an error): calico probe-mma --instr tcgen05.mxf8.e4m3 --cases 1000000;\n"
+          "the tcgen05.mxf8.* cases also draw random E8M0 scales per row of A and column of B.");
       sub.add_option("--instr", o->instr, instruction_help())->required();
       sub.add_option("--cases", o->cases, "Random instruction executions (each checks M*N outputs)")
           ->capture_default_str();

@@ -20,7 +20,7 @@ log "configure"
 # CALICO_H5DUMP: the harness tests want h5dump, absent on the device image; nothing built here uses it.
 cmake --preset gpu -DCALICO_BENCHMARKS=OFF -DCALICO_H5DUMP="$(command -v h5dump || echo /bin/false)" > "$OUT/build.log" 2>&1 || { log "configure failed"; tail -30 "$OUT/build.log"; exit 1; }
 log "build"
-cmake --build build-gpu -j "$JOBS" --target calico test_numerics_gpu test_probe_model >> "$OUT/build.log" 2>&1 \
+cmake --build build-gpu -j "$JOBS" --target calico test_numerics_gpu test_probe_model test_probe_tcgen05 >> "$OUT/build.log" 2>&1 \
   || { log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 if command -v cuobjdump >/dev/null; then  # which tensor-core SASS the probe kernels really use
   cuobjdump --dump-sass build-gpu/megakernel/libcalico_megakernel.a 2>/dev/null | grep -oE "(HGMMA|QGMMA|HMMA)\.[A-Za-z0-9.]*" | sort | uniq -c >> "$OUT/device.txt"
@@ -30,6 +30,20 @@ log "gpu tests"
 (cd build-gpu && ctest -L gpu --output-on-failure) > "$OUT/tests.log" 2>&1 || status=1
 tail -5 "$OUT/tests.log" | tee -a "$OUT/gpu.log"
 ./build-gpu/tests/megakernel/test_probe_model >> "$OUT/tests.log" 2>&1 || status=1
+./build-gpu/tests/megakernel/test_probe_tcgen05 >> "$OUT/tests.log" 2>&1 || status=1  # on Hopper: clear refusal
+if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then  # fixed seeds, small cases
+  log "compute-sanitizer"
+  for tool in memcheck racecheck synccheck; do
+    timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 ./build-gpu/cli/calico probe-mma \
+      --instr wgmma.bf16 --cases 256 --no-targeted --chain-tiles 1 --chain-k 256 > "$OUT/sanitizer-$tool.txt" 2>&1
+    rc=$?; [ $rc -eq 0 ] || status=1
+    log "sanitizer $tool (wgmma.bf16 probe): exit $rc, $(grep -cE '^========= (Invalid|Race|Barrier)' "$OUT/sanitizer-$tool.txt") reports"
+  done
+  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 ./build-gpu/tests/megakernel/test_numerics_gpu \
+    --gtest_filter='*Mma*' > "$OUT/sanitizer-numerics.txt" 2>&1 || status=1
+  log "sanitizer memcheck (numerics gpu test, MMA steps): $(tail -1 "$OUT/sanitizer-numerics.txt")"
+  cat "$OUT"/sanitizer-*.txt > "$OUT/sanitizer.txt"; rm -f "$OUT"/sanitizer-*.txt
+fi
 # Cross-machine determinism: the CPU reference on this machine's CPU (another vendor, 16 threads) must print
 # the same digests as on a developer's machine (reports/cross-machine-*.md holds both).
 log "reference digests"
