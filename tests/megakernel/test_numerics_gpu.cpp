@@ -11,6 +11,7 @@
 
 #include "calico/megakernel.h"
 #include "calico/numerics.h"
+#include "selftest/numerics_ops.h"
 
 namespace calico {
 namespace {
@@ -51,37 +52,7 @@ std::vector<uint32_t> f32_inputs(size_t random_count) {
   return v;
 }
 
-uint32_t host_apply(gpu::NumericsOp op, uint32_t x) {
-  using gpu::NumericsOp;
-  const float f = bits_f32(x);
-  switch (op) {
-    case NumericsOp::bf16_to_f32: return f32_bits(bf16_to_f32(static_cast<uint16_t>(x)));
-    case NumericsOp::f32_to_bf16: return f32_to_bf16(f);
-    case NumericsOp::round_bf16: return f32_bits(round_bf16(f));
-    case NumericsOp::e4m3_to_f32: return f32_bits(fp8_to_f32(static_cast<uint8_t>(x), Fp8Kind::e4m3));
-    case NumericsOp::e5m2_to_f32: return f32_bits(fp8_to_f32(static_cast<uint8_t>(x), Fp8Kind::e5m2));
-    case NumericsOp::f32_to_e4m3_sat: return f32_to_fp8(f, Fp8Kind::e4m3, true);
-    case NumericsOp::f32_to_e4m3_nosat: return f32_to_fp8(f, Fp8Kind::e4m3, false);
-    case NumericsOp::f32_to_e5m2_sat: return f32_to_fp8(f, Fp8Kind::e5m2, true);
-    case NumericsOp::f32_to_e5m2_nosat: return f32_to_fp8(f, Fp8Kind::e5m2, false);
-    case NumericsOp::exp: return f32_bits(calico_exp(f));
-    case NumericsOp::sigmoid: return f32_bits(calico_sigmoid(f));
-    case NumericsOp::silu: return f32_bits(calico_silu(f));
-    case NumericsOp::silu_grad: return f32_bits(calico_silu_grad(f));
-    case NumericsOp::floor_log2: return static_cast<uint32_t>(f32_floor_log2(f));
-    case NumericsOp::significand: return f32_significand(f);
-    case NumericsOp::mx_scale_e4m3_rceil: return static_cast<uint32_t>(mx_scale_exponent(f, Fp8Kind::e4m3, MxScaleRule::rceil));
-    case NumericsOp::mx_scale_e4m3_ocp: return static_cast<uint32_t>(mx_scale_exponent(f, Fp8Kind::e4m3, MxScaleRule::ocp_floor));
-    case NumericsOp::mx_scale_e5m2_rceil: return static_cast<uint32_t>(mx_scale_exponent(f, Fp8Kind::e5m2, MxScaleRule::rceil));
-    case NumericsOp::mx_scale_e5m2_ocp: return static_cast<uint32_t>(mx_scale_exponent(f, Fp8Kind::e5m2, MxScaleRule::ocp_floor));
-    case NumericsOp::mx_dequant_e4m3:
-      return mx_dequantize_to_bf16(static_cast<uint8_t>(x), static_cast<uint8_t>(x >> 8), Fp8Kind::e4m3);
-    case NumericsOp::mx_dequant_e5m2:
-      return mx_dequantize_to_bf16(static_cast<uint8_t>(x), static_cast<uint8_t>(x >> 8), Fp8Kind::e5m2);
-    case NumericsOp::count: break;
-  }
-  return 0xDEADBEEFu;
-}
+uint32_t host_apply(gpu::NumericsOp op, uint32_t x) { return gpu::numerics_apply(op, x); }
 
 void expect_same(gpu::NumericsOp op, const std::vector<uint32_t>& in) {
   const std::vector<uint32_t> dev = gpu::numerics_on_device(op, in);
