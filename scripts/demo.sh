@@ -10,7 +10,11 @@ export PATH="/usr/local/cuda/bin:$PATH"
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target calico
 mkdir -p out/demo
+status=0
 ./build/cli/calico gate --preset tiny --tokens 256 --ranks 1,2,4 --dtype bf16,mxfp8 --runs 2 \
-  --report-dir out/demo --trace-dir out/demo/traces --keep-traces --name demo "$@"
+  --report-dir out/demo --trace-dir out/demo/traces --keep-traces --name demo "$@" || status=$?
+echo
+sed -n '/^## Comparisons/,/^## Plots/p' out/demo/gate-demo.md | grep '^|'  # the determinism summary
 echo
 echo "traces: $PWD/out/demo/traces   report: $PWD/out/demo/gate-demo.{md,html,json}"
+exit $status
