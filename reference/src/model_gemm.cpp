@@ -1,5 +1,6 @@
 // Bit-exact model GEMM (DESIGN 2.2/2.5): model_gemm_bf16_scalar is the specification (one mma_step_bf16 per
-// K-step); model_gemm_bf16 is a cache-blocked AVX-512 kernel that produces the same bits for every input.
+// K-step); model_gemm_bf16 is a cache-blocked AVX-512 kernel (or, without AVX-512, the same algorithm on 8-lane
+// AVX2 vectors; without AVX2 the specification itself) that produces the same bits for every input.
 //
 // Why the fast path is exact (BF16 rows: L = 16, F = 25, RZ to fp32, zero terms at E = -133):
 //  - Per output element and K-step, Emax = max(e_a + e_b over the nonzero products, e_c). When
@@ -14,6 +15,9 @@
 //  - Every other case takes the scalar step for that lane: Emax outside the window (tiny or huge values,
 //    NaN/inf operands are coded with huge exponents, so inf*0 too), and an accumulator equal to -0 (the only
 //    way a step can return -0). A step whose terms are all zero gives +0 in both.
+// The AVX2 path differs only in the last rounding (no int64 -> float {rz} conversion): it adds the two int32
+// parts exactly in double (|sum| < 2^32), clears the low 29 of the 52 fraction bits (in sign-magnitude that
+// is truncation to 24 significant bits, i.e. round-toward-zero) and converts to float, which is then exact.
 // Threads split output tiles only; each element's chain runs in one thread in K order, so the bits do not
 // depend on the thread count.
 #include "model_gemm.h"
@@ -28,6 +32,9 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #define CALICO_MODEL_GEMM_AVX512 1
+#elif defined(__AVX2__)
+#include <immintrin.h>
+#define CALICO_MODEL_GEMM_AVX2 1
 #endif
 
 namespace calico::ref {
@@ -57,12 +64,11 @@ void model_gemm_bf16_scalar(MmaModel model, int64_t M, int64_t N, int64_t K, con
   }
 }
 
-#if defined(CALICO_MODEL_GEMM_AVX512)
+#if defined(CALICO_MODEL_GEMM_AVX512) || defined(CALICO_MODEL_GEMM_AVX2)
 
+// Shared by the AVX-512 and AVX2 kernels: blocking, exponent codes, packing.
 namespace {
 
-constexpr int kMr = 4;             // rows of A per micro-tile
-constexpr int kNr = 32;            // columns per micro-tile (two 16-lane vectors)
 constexpr int kKc = 256;           // K per cache block (multiple of 16)
 constexpr int kMc = 64;            // rows per parallel tile (multiple of kMr)
 constexpr int32_t kZeroCode = -4000;     // exponent code of a zero operand: zero products stay far below -101
@@ -112,6 +118,17 @@ struct GemmArgs {
   const uint16_t* B;
   int64_t ldb;
 };
+
+}  // namespace
+
+#endif
+
+#if defined(CALICO_MODEL_GEMM_AVX512)
+
+namespace {
+
+constexpr int kMr = 4;             // rows of A per micro-tile
+constexpr int kNr = 32;            // columns per micro-tile (two 16-lane vectors)
 
 // Exponent code of the accumulator: floor(log2|c|) clamped at -126, zero -> kZeroCode, NaN/inf -> 128.
 inline __m512i acc_exponent_code(__m512 acc) {
@@ -237,7 +254,150 @@ void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint
   }
 }
 
-#else  // no AVX-512: the specification itself
+#elif defined(CALICO_MODEL_GEMM_AVX2)
+
+// The AVX-512 algorithm above on 8-lane vectors; lane masks are vectors and redo masks come from movemask.
+namespace {
+
+constexpr int kMr = 4;   // rows of A per micro-tile
+constexpr int kNr = 16;  // columns per micro-tile (two 8-lane vectors; one 16 x int16 vector for exponents)
+
+// Exponent code of the accumulator: floor(log2|c|) clamped at -126, zero -> kZeroCode, NaN/inf -> 128.
+inline __m256i acc_exponent_code(__m256 acc) {
+  const __m256i bits = _mm256_castps_si256(acc);
+  const __m256i field = _mm256_and_si256(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(0xFF));
+  const __m256i mag = _mm256_and_si256(bits, _mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i e = _mm256_sub_epi32(_mm256_max_epi32(field, _mm256_set1_epi32(1)), _mm256_set1_epi32(127));
+  const __m256i zero = _mm256_cmpeq_epi32(mag, _mm256_setzero_si256());
+  return _mm256_blendv_epi8(e, _mm256_set1_epi32(kZeroCode), zero);
+}
+
+// s + c (4 int32 lanes each) rounded toward zero to float: the double sum is exact (|.| < 2^33); clearing
+// its low 29 fraction bits truncates it to 24 significant bits, so the conversion to float is exact.
+inline __m128 sum_to_float_rz(__m128i s, __m128i c) {
+  const __m256d t = _mm256_add_pd(_mm256_cvtepi32_pd(s), _mm256_cvtepi32_pd(c));
+  const __m256d keep = _mm256_castsi256_pd(_mm256_set1_epi64x(~int64_t{0x1FFFFFFF}));
+  return _mm256_cvtpd_ps(_mm256_and_pd(t, keep));
+}
+
+// One K-step (16 products) for a kMr x kNr micro-tile. acc holds the chain's values in/out.
+inline void micro_step(const GemmArgs& g, const float* ap, const int16_t* ae, const float* bp, const int16_t* be,
+                       int64_t m0, int64_t n0, int64_t k0, __m256 acc[kMr][2]) {
+  // Exponent pass on int16 lanes (all 16 columns in one vector); product codes stay within +-16000.
+  __m256i emax16[kMr];
+  for (int r = 0; r < kMr; ++r) emax16[r] = _mm256_set1_epi16(2 * kZeroCode);
+  for (int kk = 0; kk < 16; ++kk) {
+    const __m256i eb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(be + kk * kNr));
+    for (int r = 0; r < kMr; ++r)
+      emax16[r] = _mm256_max_epi16(emax16[r], _mm256_add_epi16(_mm256_set1_epi16(ae[kk * kMr + r]), eb));
+  }
+  // Same lane classes as the AVX-512 kernel: inside the window -> vector, all-zero -> +0, else (and -0
+  // accumulators) the scalar step.
+  __m256 scale[kMr][2];
+  __m256i emax[kMr][2];
+  int redo[kMr][2];
+  const __m256i below = _mm256_set1_epi32(kSafeLow - 1), above = _mm256_set1_epi32(kSafeHigh + 1);
+  const __m256i neg_zero = _mm256_set1_epi32(static_cast<int32_t>(0x80000000u));
+  for (int r = 0; r < kMr; ++r) {
+    for (int v = 0; v < 2; ++v) {
+      const __m128i half = v == 0 ? _mm256_castsi256_si128(emax16[r]) : _mm256_extracti128_si256(emax16[r], 1);
+      const __m256i em = _mm256_max_epi32(_mm256_cvtepi16_epi32(half), acc_exponent_code(acc[r][v]));
+      const __m256i inside = _mm256_and_si256(_mm256_cmpgt_epi32(em, below), _mm256_cmpgt_epi32(above, em));
+      const __m256i all_zero = _mm256_cmpgt_epi32(_mm256_set1_epi32(-3000), em);
+      const __m256i acc_neg_zero = _mm256_cmpeq_epi32(_mm256_castps_si256(acc[r][v]), neg_zero);
+      const int fast = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_or_si256(inside, all_zero)));
+      redo[r][v] = (~fast & 0xFF) | _mm256_movemask_ps(_mm256_castsi256_ps(acc_neg_zero));
+      emax[r][v] = _mm256_and_si256(inside, em);
+      scale[r][v] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(152), emax[r][v]), 23));
+    }
+  }
+  __m256i sum[kMr][2];
+  for (int r = 0; r < kMr; ++r) sum[r][0] = sum[r][1] = _mm256_setzero_si256();
+  for (int kk = 0; kk < 16; ++kk) {
+    const __m256 b0 = _mm256_loadu_ps(bp + kk * kNr), b1 = _mm256_loadu_ps(bp + kk * kNr + 8);
+    for (int r = 0; r < kMr; ++r) {
+      const __m256 a = _mm256_set1_ps(ap[kk * kMr + r]);
+      sum[r][0] = _mm256_add_epi32(sum[r][0], _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_mul_ps(a, b0), scale[r][0])));
+      sum[r][1] = _mm256_add_epi32(sum[r][1], _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_mul_ps(a, b1), scale[r][1])));
+    }
+  }
+  for (int r = 0; r < kMr; ++r) {
+    for (int v = 0; v < 2; ++v) {
+      const __m256i c_term = _mm256_cvttps_epi32(_mm256_mul_ps(acc[r][v], scale[r][v]));
+      const __m256i s = sum[r][v];
+      const __m256 total = _mm256_set_m128(
+          sum_to_float_rz(_mm256_extracti128_si256(s, 1), _mm256_extracti128_si256(c_term, 1)),
+          sum_to_float_rz(_mm256_castsi256_si128(s), _mm256_castsi256_si128(c_term)));
+      // Exact (2^(Emax-25) >= 2^-126, results normal and below 2^128), so the rounding mode does not matter.
+      const __m256i unscale_bits = _mm256_slli_epi32(_mm256_add_epi32(emax[r][v], _mm256_set1_epi32(102)), 23);
+      const __m256 unscale = _mm256_castsi256_ps(unscale_bits);
+      __m256 out = _mm256_mul_ps(total, unscale);
+      if (redo[r][v]) {
+        alignas(32) float old_lanes[8], new_lanes[8];
+        _mm256_store_ps(old_lanes, acc[r][v]);
+        _mm256_store_ps(new_lanes, out);
+        const int64_t m = m0 + r;
+        for (int lane = 0; lane < 8; ++lane) {
+          const int64_t n = n0 + v * 8 + lane;
+          if (!((redo[r][v] >> lane) & 1) || m >= g.M || n >= g.N) continue;
+          new_lanes[lane] = scalar_step(g.model, g.K, g.A + m * g.lda, g.B + n * g.ldb, k0, old_lanes[lane]);
+        }
+        out = _mm256_load_ps(new_lanes);
+      }
+      acc[r][v] = out;
+    }
+  }
+}
+
+// Lanes of columns n0 + 8v .. n0 + 8v + 7 that lie below N, as an AVX2 load/store mask.
+__m256i column_mask(int64_t N, int64_t n0, int v) {
+  const int32_t left = static_cast<int32_t>(std::clamp<int64_t>(N - n0 - 8 * v, 0, 8));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+}  // namespace
+
+void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                     const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
+  const MmaModelParams p = mma_model_params(model);
+  if (p.L != 16 || p.F != 25 || p.out_fraction_bits != 23 || M <= 0 || N <= 0 || K <= 0) {
+    model_gemm_bf16_scalar(model, M, N, K, A, lda, B, ldb, C, ldc);
+    return;
+  }
+  const int64_t Kp = (K + 15) / 16 * 16;
+  const Packed pa = pack(A, M, lda, K, Kp, kMr);
+  const Packed pb = pack(B, N, ldb, K, Kp, kNr);
+  const GemmArgs g{model, M, N, K, A, lda, B, ldb};
+  const int64_t m_tiles = (M + kMc - 1) / kMc, n_panels = (N + kNr - 1) / kNr;
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t mt = 0; mt < m_tiles; ++mt) {
+    for (int64_t np = 0; np < n_panels; ++np) {
+      const int64_t n0 = np * kNr;
+      const __m256i lane_mask[2] = {column_mask(N, n0, 0), column_mask(N, n0, 1)};
+      const int64_t m_end = std::min<int64_t>(M, (mt + 1) * kMc);
+      for (int64_t kb = 0; kb < Kp; kb += kKc) {
+        const int64_t kb_end = std::min<int64_t>(Kp, kb + kKc);
+        for (int64_t m0 = mt * kMc; m0 < m_end; m0 += kMr) {
+          __m256 acc[kMr][2];
+          for (int r = 0; r < kMr; ++r)
+            for (int v = 0; v < 2; ++v)
+              acc[r][v] = m0 + r < M ? _mm256_maskload_ps(C + (m0 + r) * ldc + n0 + v * 8, lane_mask[v])
+                                     : _mm256_setzero_ps();
+          const int64_t mb = m0 / kMr;
+          for (int64_t k0 = kb; k0 < kb_end; k0 += 16) {
+            micro_step(g, pa.val.data() + (mb * Kp + k0) * kMr, pa.exp.data() + (mb * Kp + k0) * kMr,
+                       pb.val.data() + (np * Kp + k0) * kNr, pb.exp.data() + (np * Kp + k0) * kNr, m0, n0, k0, acc);
+          }
+          for (int r = 0; r < kMr; ++r)
+            for (int v = 0; v < 2; ++v)
+              if (m0 + r < M) _mm256_maskstore_ps(C + (m0 + r) * ldc + n0 + v * 8, lane_mask[v], acc[r][v]);
+        }
+      }
+    }
+  }
+}
+
+#else  // neither AVX-512 nor AVX2: the specification itself
 
 void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                      const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {

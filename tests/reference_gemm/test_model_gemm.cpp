@@ -121,6 +121,32 @@ TEST(ModelGemm, ManySmallRandomShapes) {
   }
 }
 
+TEST(ModelGemm, SafeWindowEdges) {
+  // Per-element Emax right at the edges of the fast path's safe window (-101..121, see model_gemm.cpp):
+  // product exponents target-2..target with full fractions, mixed signs (one sign above 121), C = 0 or
+  // near 2^target. Just below the window the vector rounding would differ (a subnormal unscale); above it,
+  // same-sign products push the sums toward overflow. Fast == scalar on both sides of each edge.
+  std::mt19937_64 rng(11);
+  for (int target : {-105, -104, -103, -102, -101, -100, -99, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126}) {
+    const int64_t M = 6, N = 19, K = 40;
+    const int ea = target / 2, eb = target - ea;
+    const bool same_sign = target > 121;
+    std::vector<uint16_t> A(M * K), B(N * K);
+    for (auto& v : A)
+      v = bf16_from(127 + ea - static_cast<int>(rng() % 3), static_cast<uint32_t>(rng()), !same_sign && (rng() & 1));
+    for (auto& v : B) v = bf16_from(127 + eb, static_cast<uint32_t>(rng()), !same_sign && (rng() & 1));
+    std::vector<float> C0(M * N);
+    for (auto& v : C0)
+      v = rng() % 2 ? 0.0f : bits_f32((static_cast<uint32_t>(rng()) & 0x807FFFFFu) |
+                                      (static_cast<uint32_t>(127 + target - 1 + static_cast<int>(rng() % 3)) << 23));
+    std::vector<float> want = C0, got = C0;
+    model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
+    model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N);
+    for (int64_t i = 0; i < M * N; ++i)
+      ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "target Emax " << target << " element " << i;
+  }
+}
+
 TEST(ModelGemm, SignedZeroChains) {
   // Every exact zero result is +0, even when all terms are -0 (C = -0 and all products -0), as on the
   // H200. Rows of -0/+0 against columns of +0/-0, C = +-0, K with and without a tail.
