@@ -30,8 +30,9 @@ class Network {
   int active() const { return static_cast<int>(active_.size()); }
   // Earliest time a flow finishes (kNever if none). Recomputes rates first if the flow set changed.
   Time next_completion();
-  // Moves the clock to t (<= next_completion()) and returns the flows that finished, in id order.
-  std::vector<int> advance(Time t);
+  // Moves the clock to t (<= next_completion()) and returns the flows that finished, in id order (valid until
+  // the next call).
+  const std::vector<int>& advance(Time t);
   double rate(int id) const { return flows_[id].rate; }
   double egress_bytes(int gpu) const { return egress_bytes_[gpu]; }
   int64_t recomputes() const { return recomputes_; }
@@ -40,6 +41,7 @@ class Network {
  private:
   struct Flow {
     FlowSpec spec;
+    std::vector<double> usage;  // [2*gpus] port usage per unit rate (network.cpp, usage_row)
     double remaining = 0, rate = 0;
     Time start = 0, finish = kNever;
   };
@@ -52,9 +54,12 @@ class Network {
   bool dirty_ = false;
   Time now_ = 0;
   int64_t recomputes_ = 0;
-  // scratch, sized 2*gpus: egress [0, gpus), ingress [gpus, 2*gpus)
+  // scratch, sized 2*gpus: egress [0, gpus), ingress [gpus, 2*gpus); saturated_list_ holds port indices
   std::vector<double> used_, coef_;
-  std::vector<char> saturated_;
+  std::vector<double> unit_;  // [gpus][gpus] identity: a push flow's egress row
+  std::vector<int> open_, still_, saturated_list_, done_;  // reused every call: no allocation per event
+  std::vector<const double*> rows_;
+  std::vector<double> moved_;
 };
 
 // Injection cap of a push (store) flow driven by `sms` SMs: store issue and link drain do not overlap, so
