@@ -210,49 +210,21 @@ inline void micro_step(const GemmArgs& g, const float* ap, const int16_t* ae, co
   }
 }
 
-}  // namespace
+// What the shared driver below needs from the vector width: 16-lane vectors with k-masks.
+struct Lanes {
+  using Vec = __m512;
+  using Mask = __mmask16;
+  static constexpr int kWidth = 16;
+  static Mask column_mask(int64_t N, int64_t n0, int v) {  // lanes of columns n0 + 16v .. that lie below N
+    const auto left = static_cast<uint32_t>(std::clamp<int64_t>(N - n0 - kWidth * v, 0, kWidth));
+    return static_cast<Mask>((1u << left) - 1);
+  }
+  static Vec load(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float* p, Mask m, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
+  static Vec zero() { return _mm512_setzero_ps(); }
+};
 
-void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
-                     const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
-  const MmaModelParams p = mma_model_params(model);
-  if (p.L != 16 || p.F != 25 || p.out_fraction_bits != 23 || M <= 0 || N <= 0 || K <= 0) {
-    model_gemm_bf16_scalar(model, M, N, K, A, lda, B, ldb, C, ldc);
-    return;
-  }
-  const int64_t Kp = (K + 15) / 16 * 16;
-  const Packed pa = pack(A, M, lda, K, Kp, kMr);
-  const Packed pb = pack(B, N, ldb, K, Kp, kNr);
-  const GemmArgs g{model, M, N, K, A, lda, B, ldb};
-  const int64_t m_tiles = (M + kMc - 1) / kMc, n_panels = (N + kNr - 1) / kNr;
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int64_t mt = 0; mt < m_tiles; ++mt) {
-    for (int64_t np = 0; np < n_panels; ++np) {
-      const int64_t n0 = np * kNr;
-      const __mmask16 lane_mask[2] = {
-          static_cast<__mmask16>(N - n0 >= 16 ? 0xFFFF : (1u << (N - n0)) - 1),
-          static_cast<__mmask16>(N - n0 - 16 >= 16 ? 0xFFFF : (N - n0 <= 16 ? 0 : (1u << (N - n0 - 16)) - 1))};
-      const int64_t m_end = std::min<int64_t>(M, (mt + 1) * kMc);
-      for (int64_t kb = 0; kb < Kp; kb += kKc) {
-        const int64_t kb_end = std::min<int64_t>(Kp, kb + kKc);
-        for (int64_t m0 = mt * kMc; m0 < m_end; m0 += kMr) {
-          __m512 acc[kMr][2];
-          for (int r = 0; r < kMr; ++r)
-            for (int v = 0; v < 2; ++v)
-              acc[r][v] = m0 + r < M ? _mm512_maskz_loadu_ps(lane_mask[v], C + (m0 + r) * ldc + n0 + v * 16)
-                                     : _mm512_setzero_ps();
-          const int64_t mb = m0 / kMr;
-          for (int64_t k0 = kb; k0 < kb_end; k0 += 16) {
-            micro_step(g, pa.val.data() + (mb * Kp + k0) * kMr, pa.exp.data() + (mb * Kp + k0) * kMr,
-                       pb.val.data() + (np * Kp + k0) * kNr, pb.exp.data() + (np * Kp + k0) * kNr, m0, n0, k0, acc);
-          }
-          for (int r = 0; r < kMr; ++r)
-            for (int v = 0; v < 2; ++v)
-              if (m0 + r < M) _mm512_mask_storeu_ps(C + (m0 + r) * ldc + n0 + v * 16, lane_mask[v], acc[r][v]);
-        }
-      }
-    }
-  }
-}
+}  // namespace
 
 #elif defined(CALICO_MODEL_GEMM_AVX2)
 
@@ -349,14 +321,27 @@ inline void micro_step(const GemmArgs& g, const float* ap, const int16_t* ae, co
   }
 }
 
-// Lanes of columns n0 + 8v .. n0 + 8v + 7 that lie below N, as an AVX2 load/store mask.
-__m256i column_mask(int64_t N, int64_t n0, int v) {
-  const int32_t left = static_cast<int32_t>(std::clamp<int64_t>(N - n0 - 8 * v, 0, 8));
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+// What the shared driver below needs from the vector width: 8-lane vectors with vector masks.
+struct Lanes {
+  using Vec = __m256;
+  using Mask = __m256i;
+  static constexpr int kWidth = 8;
+  static Mask column_mask(int64_t N, int64_t n0, int v) {  // lanes of columns n0 + 8v .. that lie below N
+    const auto left = static_cast<int32_t>(std::clamp<int64_t>(N - n0 - kWidth * v, 0, kWidth));
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static Vec load(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
+  static void store(float* p, Mask m, Vec v) { _mm256_maskstore_ps(p, m, v); }
+  static Vec zero() { return _mm256_setzero_ps(); }
+};
 
 }  // namespace
 
+#endif
+
+#if defined(CALICO_MODEL_GEMM_AVX512) || defined(CALICO_MODEL_GEMM_AVX2)
+
+// One blocked driver for both widths: C tiles loaded once, the K chain run in K blocks by micro_step, stored.
 void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                      const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
   const MmaModelParams p = mma_model_params(model);
@@ -373,16 +358,16 @@ void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint
   for (int64_t mt = 0; mt < m_tiles; ++mt) {
     for (int64_t np = 0; np < n_panels; ++np) {
       const int64_t n0 = np * kNr;
-      const __m256i lane_mask[2] = {column_mask(N, n0, 0), column_mask(N, n0, 1)};
+      const Lanes::Mask lane_mask[2] = {Lanes::column_mask(N, n0, 0), Lanes::column_mask(N, n0, 1)};
       const int64_t m_end = std::min<int64_t>(M, (mt + 1) * kMc);
       for (int64_t kb = 0; kb < Kp; kb += kKc) {
         const int64_t kb_end = std::min<int64_t>(Kp, kb + kKc);
         for (int64_t m0 = mt * kMc; m0 < m_end; m0 += kMr) {
-          __m256 acc[kMr][2];
+          Lanes::Vec acc[kMr][2];
           for (int r = 0; r < kMr; ++r)
             for (int v = 0; v < 2; ++v)
-              acc[r][v] = m0 + r < M ? _mm256_maskload_ps(C + (m0 + r) * ldc + n0 + v * 8, lane_mask[v])
-                                     : _mm256_setzero_ps();
+              acc[r][v] = m0 + r < M ? Lanes::load(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v])
+                                     : Lanes::zero();
           const int64_t mb = m0 / kMr;
           for (int64_t k0 = kb; k0 < kb_end; k0 += 16) {
             micro_step(g, pa.val.data() + (mb * Kp + k0) * kMr, pa.exp.data() + (mb * Kp + k0) * kMr,
@@ -390,7 +375,7 @@ void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint
           }
           for (int r = 0; r < kMr; ++r)
             for (int v = 0; v < 2; ++v)
-              if (m0 + r < M) _mm256_maskstore_ps(C + (m0 + r) * ldc + n0 + v * 8, lane_mask[v], acc[r][v]);
+              if (m0 + r < M) Lanes::store(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v], acc[r][v]);
         }
       }
     }
