@@ -21,7 +21,11 @@ struct MoeOptions {
   int comm_ctas_backward = 16;  // and of the backward launch
   int ctas = 0;                 // CTAs per launch (persistent: at most one per SM); 0 = every SM
   int combine_tokens = 16;      // tokens per combine task (the tail's granularity; results never depend on it)
-  double wait_timeout_s = 10.0;  // bound of every spin-wait (shorter in debug builds)
+#ifdef NDEBUG
+  double wait_timeout_s = 10.0;  // bound of every spin-wait
+#else
+  double wait_timeout_s = 2.0;   // debug builds: a lost signal shows sooner
+#endif
   // Debug: the compute task (index in the pass's task walk) whose completion signal is skipped; -1 = none.
   int lose_signal_forward = -1, lose_signal_backward = -1;
   void validate() const;

@@ -88,14 +88,6 @@ __global__ void fill_uniform_bf16(uint16_t* p, size_t n, uint64_t seed, float sc
   }
 }
 
-double default_timeout_s() {
-#ifdef NDEBUG
-  return 10.0;
-#else
-  return 2.0;  // debug builds: a lost signal shows sooner
-#endif
-}
-
 }  // namespace
 
 void MoeOptions::validate() const {
@@ -239,7 +231,7 @@ struct MoeLayer::Impl {
 
   void build_params() {
     const int T = d.T, H = d.H, I = d.I, Is = d.Is, E = d.E, rows = d.rows_cap;
-    mk::SyncContext sync{error, abort_flag, static_cast<uint64_t>(std::min(opt.wait_timeout_s, default_timeout_s() * 360) * 1e9), 0};
+    mk::SyncContext sync{error, abort_flag, static_cast<uint64_t>(opt.wait_timeout_s * 1e9), 0};
     fp = {};
     fp.d = d, fp.sch = sch, fp.sync = sync;
     fp.n_comm = opt.comm_ctas_forward, fp.combine_tokens = opt.combine_tokens, fp.skip_signal_task = opt.lose_signal_forward;

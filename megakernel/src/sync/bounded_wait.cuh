@@ -98,7 +98,7 @@ __device__ __forceinline__ bool aborted(const SyncContext& s) {
   return *reinterpret_cast<volatile int*>(s.abort_flag) != 0;
 }
 
-__device__ __noinline__ void record_timeout(const SyncContext& s, int stage, int task, int counter_kind,
+static __device__ __noinline__ void record_timeout(const SyncContext& s, int stage, int task, int counter_kind,
                                             int counter_index, int expected, int seen) {
   if (atomicCAS(&s.error->code, 0, 1) == 0) {
     s.error->stage = stage;
