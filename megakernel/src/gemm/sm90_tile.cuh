@@ -142,6 +142,10 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
                                              int task, FenceAcc&& fence_acc, MmaStep&& mma_step) {
   using namespace cute;
   const bool leader = (threadIdx.x % 128) == 0;
+  // One k-tile's wgmma batch stays in flight while the next is issued (wait<1>); a stage goes back to the
+  // producer once the batch that read it has completed. The chain order is unchanged: the batches of one
+  // accumulator execute in issue order.
+  int previous = -1;
   for (int kt = 0; kt < k_tiles; ++kt) {
     if (!mbar_wait(sc, &s.full[ps.stage], ps.phase, kStagePipelineFull, task, kCounterMbarFull, ps.stage))
       return false;
@@ -150,11 +154,15 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
 #pragma unroll
     for (int kb = 0; kb < kBK / 16; ++kb) mma_step(ps.stage, kb);
     warpgroup_commit_batch();
-    warpgroup_wait<0>();
+    warpgroup_wait<1>();
     fence_acc();
-    if (leader) mbar_arrive(&s.empty[ps.stage]);
+    if (previous >= 0 && leader) mbar_arrive(&s.empty[previous]);
+    previous = ps.stage;
     ps.advance();
   }
+  warpgroup_wait<0>();
+  fence_acc();
+  if (previous >= 0 && leader) mbar_arrive(&s.empty[previous]);
   return true;
 }
 

@@ -323,7 +323,7 @@ template <class Barrier>
 __device__ void backward_tail(const BackwardParams& p, const BwdPlan& plan, int tid, int nthreads, int* slot,
                               Barrier&& barrier) {
   if (tid == 0)
-    slot[1] = wait_counter(p.sync, p.c_dx_total, plan.total_dx(), kStageCombineBwd, -1, kCounterDxTotal, 0);
+    slot[1] = wait_all(p.sync, p.c_dx_total, plan.total_dx(), kStageCombineBwd, -1, kCounterDxTotal, 0);
   barrier();
   if (!slot[1]) return;
   const int ct = p.combine_tokens, ntasks = ceil_div(p.d.T, ct);

@@ -19,8 +19,6 @@ namespace {
 
 using namespace cute;
 
-using MmaGateUp = decltype(make_tiled_mma(SM90_64x128x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{},
-                                          Layout<Shape<_2, _1, _1>>{}));
 using MmaDown = decltype(make_tiled_mma(SM90_64x256x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{},
                                         Layout<Shape<_2, _1, _1>>{}));
 
@@ -95,8 +93,10 @@ __device__ bool produce(const ForwardParams& p, GemmSmem& s, PipeState& ps, cons
     return produce_tile(sc, s, ps, ceil_div(p.d.H, kBK), 3 * OpK128::kTileBytes, id,
                         [&](int kt, int st, uint64_t* bar) {
                           tma_load(A, bar, a, st, t.m, kt, 0);
-                          tma_load(Bg, bar, b, st, t.n, kt, l);
-                          tma_load(Bu, bar, b + kStages * kGateUpN * kBK, st, t.n, kt, l);
+                          // NOTE: both halves inside stage st of the 256-row B ring (a 128-row tile at its
+                          // first and second 16 KB), so every task kind uses the same stage footprint.
+                          tma_load(Bg, bar, &s.b[st][0], 0, t.n, kt, l);
+                          tma_load(Bu, bar, &s.b[st][0] + kGateUpN * kBK, 0, t.n, kt, l);
                         });
   }
   const int expected = sh ? plan.ngus : plan.ngu;
@@ -114,27 +114,19 @@ __device__ bool produce(const ForwardParams& p, GemmSmem& s, PipeState& ps, cons
 }
 
 // ---- consumers (two warpgroups) -------------------------------------------------------------------------
+// The gate/up tile is ONE 128 x 256 GEMM: B rows 0..127 of each stage hold 128 gate rows, rows 128..255 the
+// 128 up rows with the same column index j (produce() loads them as two 128-row halves of the stage).
 __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& ps, const FwdTask& t, int id, int ctid) {
-  MmaGateUp mma;
+  MmaDown mma;
   auto thr = mma.get_thread_slice(ctid);
   Tensor tA = thr.make_fragment_A(thr.partition_A(smem_tensor<128, true>(&s.a[0][0])));
-  Tensor tBg = thr.make_fragment_B(thr.partition_B(smem_tensor<128, true>(&s.b[0][0])));
-  Tensor tBu = thr.make_fragment_B(thr.partition_B(smem_tensor<128, true>(&s.b[0][0] + kStages * kGateUpN * kBK)));
-  Tensor acc_g = partition_fragment_C(mma, Shape<Int<kBM>, Int<kGateUpN>>{});
-  Tensor acc_u = partition_fragment_C(mma, Shape<Int<kBM>, Int<kGateUpN>>{});
-  clear(acc_g);
-  clear(acc_u);
+  Tensor tB = thr.make_fragment_B(thr.partition_B(smem_tensor<256, true>(&s.b[0][0])));
+  Tensor acc = partition_fragment_C(mma, Shape<Int<kBM>, Int<kWideN>>{});
+  clear(acc);
   const int k_tiles = ceil_div(p.d.H, kBK);
   const bool ok = consume_tile(
-      p.sync, s, ps, k_tiles, id,
-      [&] {
-        warpgroup_fence_operand(acc_g);
-        warpgroup_fence_operand(acc_u);
-      },
-      [&](int st, int kb) {
-        cute::gemm(mma, tA(_, _, kb, st), tBg(_, _, kb, st), acc_g);
-        cute::gemm(mma, tA(_, _, kb, st), tBu(_, _, kb, st), acc_u);
-      });
+      p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
+      [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
   if (!ok) return false;
   const bool sh = is_shared(t);
   const int I = sh ? p.d.Is : p.d.I;
@@ -142,15 +134,19 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
   uint16_t* U = sh ? p.us : p.u;
   uint16_t* Hh = sh ? p.hs : p.h;
   const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
-  Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kGateUpN>>{}));
+  Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{}));
+  // NOTE: in the m64n256 accumulator fragment, element i + size/2 is column n + 128 of element i (the column
+  // block index is the slowest mode), so each thread holds the gate and the up value of the same (m, j).
+  constexpr int kHalf = decltype(size(acc))::value / 2;
   CUTE_UNROLL
-  for (int i = 0; i < size(acc_g); i += 2) {
+  for (int i = 0; i < kHalf; i += 2) {
     const int m = get<0>(coord(i)), j = t.n * kGateUpN + get<1>(coord(i));
+    if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
     if (j >= I) continue;
     const int64_t at = static_cast<int64_t>(t.m * kBM + m) * I + j;
     if (m < t.rows) {
-      const SwigluOut o0 = swiglu_forward(acc_g(i), acc_u(i), clamp);
-      const SwigluOut o1 = swiglu_forward(acc_g(i + 1), acc_u(i + 1), clamp);
+      const SwigluOut o0 = swiglu_forward(acc(i), acc(i + kHalf), clamp);
+      const SwigluOut o1 = swiglu_forward(acc(i + 1), acc(i + 1 + kHalf), clamp);
       store_bf16x2(G + at, o0.g, o1.g);
       store_bf16x2(U + at, o0.u, o1.u);
       store_bf16x2(Hh + at, o0.h, o1.h);
@@ -198,7 +194,7 @@ template <class Barrier>
 __device__ void forward_tail(const ForwardParams& p, const FwdPlan& plan, int tid, int nthreads, int* slot,
                              Barrier&& barrier) {
   if (tid == 0)
-    slot[1] = wait_counter(p.sync, p.c_down_total, plan.total_down(), kStageCombine, -1, kCounterDownTotal, 0);
+    slot[1] = wait_all(p.sync, p.c_down_total, plan.total_down(), kStageCombine, -1, kCounterDownTotal, 0);
   barrier();
   if (!slot[1]) return;
   const int ct = p.combine_tokens, ntasks = ceil_div(p.d.T, ct);

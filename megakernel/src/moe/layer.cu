@@ -158,8 +158,9 @@ struct MoeLayer::Impl {
     validate_megakernel_layer(spec, tokens);
     opt.validate();
     int dev = 0, count = 0;
-    CALICO_CUDA_CHECK(cudaGetDeviceCount(&count));
-    require(count > 0, "the megakernel needs a CUDA GPU; none is visible");
+    const cudaError_t found = cudaGetDeviceCount(&count);
+    require(found == cudaSuccess && count > 0, "the megakernel needs a CUDA GPU; none is usable ({})",
+            found == cudaSuccess ? "no device" : cudaGetErrorString(found));
     CALICO_CUDA_CHECK(cudaGetDevice(&dev));
     cudaDeviceProp prop{};
     CALICO_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));

@@ -132,6 +132,15 @@ __device__ __forceinline__ bool wait_counter(const SyncContext& s, const int* co
   }
 }
 
+// The end-of-pass waits (the combine tails on "all tiles done") are entered early and depend on everything:
+// they get twice the bound, so that a lost signal is reported by the wait that depends on it directly.
+__device__ __forceinline__ bool wait_all(const SyncContext& s, const int* counter, int expected, int stage, int task,
+                                         int counter_kind, int counter_index) {
+  SyncContext twice = s;
+  twice.timeout_ns = 2 * s.timeout_ns;
+  return wait_counter(twice, counter, expected, stage, task, counter_kind, counter_index);
+}
+
 // ---- shared-memory mbarriers (the TMA -> wgmma pipeline) ------------------------------------------------
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
