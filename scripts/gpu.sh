@@ -34,7 +34,7 @@ if command -v cuobjdump >/dev/null; then  # which tensor-core SASS the probe ker
   cuobjdump --dump-sass build-gpu/megakernel/libcalico_megakernel.a 2>/dev/null | grep -oE "(HGMMA|QGMMA|HMMA)\.[A-Za-z0-9.]*" | sort | uniq -c >> "$OUT/device.txt"
   # The megakernel's SASS: HGMMA present, and no FFMA (contraction guard: --fmad=false) in its kernels.
   for k in forward backward; do
-    cuobjdump --dump-sass -fun "$k"_kernel build-gpu/megakernel/CMakeFiles/calico_megakernel.dir/src/moe/$k.cu.o 2>/dev/null \
+    cuobjdump --dump-sass build-gpu/megakernel/CMakeFiles/calico_megakernel.dir/src/moe/$k.cu.o 2>/dev/null \
       | grep -oE "\b(HGMMA|FFMA|FMUL|FADD|UTMALDG)\b" | sort | uniq -c | sed "s/^/$k kernel SASS: /" >> "$OUT/device.txt"
   done
 fi

@@ -29,7 +29,8 @@ __device__ __forceinline__ void combine_tokens(const uint16_t* rows, const int* 
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[j] = 0.0f;
     }
-    for (int k = 0; k < K; ++k) {
+#pragma unroll 4
+    for (int k = 0; k < K; ++k) {  // unrolled: the K row loads are independent and go out together
       const int row = token_row[t * K + k];
       const Vec8 v = *reinterpret_cast<const Vec8*>(rows + static_cast<int64_t>(row) * H + c);
       if constexpr (kWeighted) {

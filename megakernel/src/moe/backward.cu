@@ -7,7 +7,8 @@
 // Compute tasks in walk order (each waits only on earlier ones or on communication tasks):
 //   [shared d_h] [routed d_h] [shared d_x_k] [routed d_x_k] [shared dW_down] [routed dW_down (e, tile)]
 //   [shared dW_gate] [shared dW_up] [routed dW_gate (e, tile)] [routed dW_up (e, tile)]
-// The d_x combine tail (communication CTAs, then every CTA) overlaps the weight-gradient tiles.
+// The tail queue (communication CTAs first, then every CTA as it finishes): d_router_weights, then the d_x
+// combine; it overlaps the weight-gradient tiles.
 //
 // NOTE (weight gradients, calico/reference.h): K is the expert's rows in canonical order, k16 steps from row
 // 0 of its segment; one CTA runs the whole chain of an output tile, starting from the carried-in fp32 value,
@@ -319,22 +320,35 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
 }
 
 // ---- communication CTAs and the combine tail -------------------------------------------------------------
+// The dynamic tail queue, shared by every CTA once its own queue is done: first the router-gradient tasks
+// (no dependency: d_out and the forward's y rows), then the d_x combine tasks (after every d_x_k tile).
 template <class Barrier>
 __device__ void backward_tail(const BackwardParams& p, const BwdPlan& plan, int tid, int nthreads, int* slot,
                               Barrier&& barrier) {
-  if (tid == 0)
-    slot[1] = wait_all(p.sync, p.c_dx_total, plan.total_dx(), kStageCombineBwd, -1, kCounterDxTotal, 0);
-  barrier();
-  if (!slot[1]) return;
-  const int ct = p.combine_tokens, ntasks = ceil_div(p.d.T, ct);
+  const int pairs = p.d.T * p.d.K, np = p.router_pairs, n_router = ceil_div(pairs, np);
+  const int ct = p.combine_tokens, n_combine = ceil_div(p.d.T, ct);
+  bool combine_ready = false;
   for (;;) {
     if (tid == 0) slot[0] = atomicAdd(p.c_tail, 1);
     barrier();
     const int task = slot[0];
     barrier();
-    if (task >= ntasks) return;
-    combine_tokens<false>(p.dx, p.sch.token_row, nullptr, p.d.Is > 0 ? p.dxs : nullptr, p.d_x, task * ct,
-                          min(ct, p.d.T - task * ct), p.d.K, p.d.H, tid, nthreads);
+    if (task >= n_router + n_combine) return;
+    if (task < n_router) {
+      router_grad_pairs(p.d_out, p.y, p.sch.token_row, p.d_router_weights, task * np, min(np, pairs - task * np),
+                        p.d.K, p.d.H, tid, nthreads);
+      continue;
+    }
+    if (!combine_ready) {
+      if (tid == 0)
+        slot[1] = wait_all(p.sync, p.c_dx_total, plan.total_dx(), kStageCombineBwd, -1, kCounterDxTotal, 0);
+      barrier();
+      if (!slot[1]) return;
+      combine_ready = true;
+    }
+    const int c = task - n_router;
+    combine_tokens<false>(p.dx, p.sch.token_row, nullptr, p.d.Is > 0 ? p.dxs : nullptr, p.d_x, c * ct,
+                          min(ct, p.d.T - c * ct), p.d.K, p.d.H, tid, nthreads);
   }
 }
 
@@ -348,10 +362,6 @@ __device__ void backward_comm(const BackwardParams& p, const BwdPlan& plan, Gemm
       signal_add(&p.c_dy_expert[p.sch.tile_expert[m]], 1);
     }
   }
-  const int pairs = p.d.T * p.d.K, np = p.router_pairs;
-  for (int task = blockIdx.x; task * np < pairs; task += p.n_comm)
-    router_grad_pairs(p.d_out, p.y, p.sch.token_row, p.d_router_weights, task * np, min(np, pairs - task * np),
-                      p.d.K, p.d.H, threadIdx.x, kThreads);
   backward_tail(p, plan, threadIdx.x, kThreads, s.task_slot, [] { __syncthreads(); });
 }
 
