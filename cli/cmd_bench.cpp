@@ -20,6 +20,7 @@ struct BenchOptions {
   int iters = 20, warmup = 3;
   int comm_sms = 16;
   int ctas = 0;
+  bool profile = false;
   std::string json;
 };
 
@@ -32,6 +33,7 @@ int bench_command(const BenchOptions& o) {
   gpu::MoeOptions mo;
   mo.comm_ctas_forward = mo.comm_ctas_backward = o.comm_sms;
   mo.ctas = o.ctas;
+  mo.profile = o.profile;
   gpu::MoeLayer layer(spec, o.tokens, mo);
   layer.set_random_inputs(routing.topk_experts.data(), routing.router_weights.data(), o.seed);
   std::fprintf(stderr, "%s\n", layer.describe().c_str());
@@ -45,6 +47,7 @@ int bench_command(const BenchOptions& o) {
   const double T = o.tokens, H = spec.hidden, I = spec.intermediate, K = spec.top_k, Is = spec.shared_intermediate;
   const double flops_fwd = 6 * T * K * H * I + 6 * T * H * Is;
   const double tf_fwd = flops_fwd / (fwd * 1e-3) / 1e12, tf_all = 3 * flops_fwd / (fwd_bwd * 1e-3) / 1e12;
+  if (o.profile) std::printf("%s", layer.profile_report().c_str());
   std::printf("%-20s T=%-6d forward %8.3f ms (%6.1f TFLOP/s)   forward+backward %8.3f ms (%6.1f TFLOP/s)   %.2f GB\n",
               spec.name.c_str(), o.tokens, fwd, tf_fwd, fwd_bwd, tf_all, layer.device_bytes() / 1e9);
   if (!o.json.empty()) {
@@ -72,6 +75,7 @@ Registrar bench("bench", "Time the megakernel layer (forward, forward + backward
   sub.add_option("--comm-sms", o->comm_sms, "Data-movement CTAs per pass")->capture_default_str();
   sub.add_option("--ctas", o->ctas, "CTAs per launch (0 = every SM)")->capture_default_str();
   sub.add_option("--json", o->json, "Also write the result as JSON here");
+  sub.add_flag("--profile", o->profile, "Also print where the SM cycles went (waits per stage, main loops, epilogues)");
   sub.footer("Example: calico bench --preset deepseek-v3-routed --tokens 8192 --json mk.json");
   return [o] { return bench_command(*o); };
 });

@@ -42,6 +42,7 @@ void MoeLayer::get_outputs(const MoeOutputs&) { no_cuda("the megakernel"); }
 float MoeLayer::forward_ms(int) { no_cuda("the megakernel"); }
 float MoeLayer::forward_backward_ms(int) { no_cuda("the megakernel"); }
 size_t MoeLayer::device_bytes() const { return 0; }
+std::string MoeLayer::profile_report() { no_cuda("the megakernel"); }
 std::string MoeLayer::describe() const { return "built without CUDA"; }
 
 namespace probe {

@@ -28,6 +28,7 @@ struct MoeOptions {
 #endif
   // Debug: the compute task (index in the pass's task walk) whose completion signal is skipped; -1 = none.
   int lose_signal_forward = -1, lose_signal_backward = -1;
+  bool profile = false;  // sum SM cycles per stage (waits, main loops, epilogues) for profile_report()
   void validate() const;
 };
 
@@ -69,6 +70,7 @@ class MoeLayer {
   float forward_ms(int iterations);           // median-free mean over iterations, CUDA events
   float forward_backward_ms(int iterations);
   size_t device_bytes() const;                // workspace + inputs + outputs
+  std::string profile_report();               // with MoeOptions::profile: where the cycles went, per pass
   std::string describe() const;               // grid, roles, tiles
 
  private:

@@ -146,6 +146,7 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
   // producer once the batch that read it has completed. The chain order is unchanged: the batches of one
   // accumulator execute in issue order.
   int previous = -1;
+  const long long c0 = clock64();
   for (int kt = 0; kt < k_tiles; ++kt) {
     if (!mbar_wait(sc, &s.full[ps.stage], ps.phase, kStagePipelineFull, task, kCounterMbarFull, ps.stage))
       return false;
@@ -163,6 +164,7 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
   warpgroup_wait<0>();
   fence_acc();
   if (previous >= 0 && leader) mbar_arrive(&s.empty[previous]);
+  if (threadIdx.x == 128) profile_add(sc, kProfMainloop, clock64() - c0);
   return true;
 }
 

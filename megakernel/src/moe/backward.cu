@@ -376,7 +376,9 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   GemmSmem& s = gemm_smem(smem_raw);
   const BwdPlan plan(p);
   if (static_cast<int>(blockIdx.x) < p.n_comm) {
+    const long long c0 = clock64();
     backward_comm(p, plan, s);
+    if (threadIdx.x == 0) profile_add(p.sync, kProfComm, clock64() - c0);
     return;
   }
   const int ci = blockIdx.x - p.n_comm, nc = gridDim.x - p.n_comm;
@@ -395,6 +397,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   const int ctid = threadIdx.x - 128;
   PipeState ps;
   for (int id = ci; id < plan.total; id += nc) {
+    const long long c0 = clock64();
     const BwdTask t = plan.decode(p, id);
     bool ok;
     switch (t.kind) {
@@ -403,8 +406,11 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
       default: ok = consume_wgrad(p, s, ps, t, id, ctid); break;
     }
     if (!ok) return;
+    if (ctid == 0) profile_add(p.sync, kProfTasks, clock64() - c0);
   }
+  const long long c1 = clock64();
   backward_tail(p, plan, ctid, kConsumerThreads, s.task_slot, [] { consumer_barrier(); });
+  if (ctid == 0) profile_add(p.sync, kProfTail, clock64() - c1);
 #else
   __trap();  // not an sm_90a build: the host refuses other devices first
 #endif

@@ -231,7 +231,9 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   GemmSmem& s = gemm_smem(smem_raw);
   const FwdPlan plan(p);
   if (static_cast<int>(blockIdx.x) < p.n_comm) {
+    const long long c0 = clock64();
     forward_comm(p, plan, s);
+    if (threadIdx.x == 0) profile_add(p.sync, kProfComm, clock64() - c0);
     return;
   }
   const int ci = blockIdx.x - p.n_comm, nc = gridDim.x - p.n_comm;
@@ -250,12 +252,16 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   const int ctid = threadIdx.x - 128;
   PipeState ps;
   for (int id = ci; id < plan.total; id += nc) {
+    const long long c0 = clock64();
     const FwdTask t = plan.decode(p, id);
     const bool ok = (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) ? consume_gateup(p, s, ps, t, id, ctid)
                                                                           : consume_down(p, s, ps, t, id, ctid);
     if (!ok) return;
+    if (ctid == 0) profile_add(p.sync, kProfTasks, clock64() - c0);
   }
+  const long long c1 = clock64();
   forward_tail(p, plan, ctid, kConsumerThreads, s.task_slot, [] { consumer_barrier(); });
+  if (ctid == 0) profile_add(p.sync, kProfTail, clock64() - c1);
 #else
   __trap();  // not an sm_90a build: launch_forward refuses other devices first
 #endif

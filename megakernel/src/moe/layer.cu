@@ -138,6 +138,7 @@ struct MoeLayer::Impl {
   int *sched_ints, *scratch, *counters_fwd, *counters_bwd, *abort_flag;
   size_t n_counters_fwd = 0, n_counters_bwd = 0;
   mk::ErrorRecord* error = nullptr;
+  unsigned long long* profile = nullptr;  // [2][kProfSlots]: forward, backward
   mk::DeviceSchedule sch;
   mk::ForwardParams fp;
   mk::BackwardParams bp;
@@ -227,12 +228,16 @@ struct MoeLayer::Impl {
     abort_flag = i32(1);
     error = reinterpret_cast<mk::ErrorRecord*>(i32(sizeof(mk::ErrorRecord) / sizeof(int)));
     CALICO_CUDA_CHECK(cudaMemset(error, 0, sizeof(mk::ErrorRecord)));
+    if (opt.profile) {
+      profile = reinterpret_cast<unsigned long long*>(i32(4 * mk::kProfSlots));
+      CALICO_CUDA_CHECK(cudaMemset(profile, 0, 16 * mk::kProfSlots));
+    }
     CALICO_CUDA_CHECK(cudaMemset(abort_flag, 0, sizeof(int)));
   }
 
   void build_params() {
     const int T = d.T, H = d.H, I = d.I, Is = d.Is, E = d.E, rows = d.rows_cap;
-    mk::SyncContext sync{error, abort_flag, static_cast<uint64_t>(opt.wait_timeout_s * 1e9), 0};
+    mk::SyncContext sync{error, abort_flag, static_cast<uint64_t>(opt.wait_timeout_s * 1e9), 0, profile};
     fp = {};
     fp.d = d, fp.sch = sch, fp.sync = sync;
     fp.n_comm = opt.comm_ctas_forward, fp.combine_tokens = opt.combine_tokens, fp.skip_signal_task = opt.lose_signal_forward;
@@ -257,6 +262,7 @@ struct MoeLayer::Impl {
 
     bp = {};
     bp.d = d, bp.sch = sch, bp.sync = sync;
+    if (profile) bp.sync.profile = profile + mk::kProfSlots;
     bp.n_comm = opt.comm_ctas_backward, bp.combine_tokens = opt.combine_tokens, bp.skip_signal_task = opt.lose_signal_backward;
     bp.router_pairs = mk::kThreads;
     bp.d_out = d_out;
@@ -446,6 +452,30 @@ float MoeLayer::forward_backward_ms(int iterations) {
   });
 }
 size_t MoeLayer::device_bytes() const { return impl_->bytes; }
+
+std::string MoeLayer::profile_report() {
+  auto& m = *impl_;
+  require(m.profile != nullptr, "profile_report: construct the layer with MoeOptions::profile = true");
+  m.synchronize();
+  std::vector<unsigned long long> v(2 * mk::kProfSlots);
+  CALICO_CUDA_CHECK(cudaMemcpy(v.data(), m.profile, 8 * v.size(), cudaMemcpyDeviceToHost));
+  std::string r;
+  for (int pass = 0; pass < 2; ++pass) {
+    const unsigned long long* c = v.data() + pass * mk::kProfSlots;
+    const int n_comm = pass == 0 ? m.opt.comm_ctas_forward : m.opt.comm_ctas_backward, n_compute = m.ctas - n_comm;
+    auto per = [](unsigned long long x, int n) { return n > 0 ? x / 1e6 / n : 0.0; };
+    r += fmt::format("{} pass, Mcycles per CTA summed over all launches since construction ({} compute, {} data-movement CTAs):\n",
+                     pass == 0 ? "forward" : "backward", n_compute, n_comm);
+    r += fmt::format("  compute CTAs: tasks {:.2f} (main loops {:.2f}, so epilogues + task waits {:.2f}), tail {:.2f}\n",
+                     per(c[mk::kProfTasks], n_compute), per(c[mk::kProfMainloop], n_compute),
+                     per(c[mk::kProfTasks] - std::min(c[mk::kProfTasks], c[mk::kProfMainloop]), n_compute),
+                     per(c[mk::kProfTail], n_compute));
+    r += fmt::format("  data-movement CTAs: {:.2f}\n", per(c[mk::kProfComm], n_comm));
+    for (int st = 1; st < mk::kStageCount; ++st)
+      if (c[st] > 0) r += fmt::format("  waiting in '{}': {:.2f} per compute CTA\n", stage_name(st), per(c[st], n_compute));
+  }
+  return r;
+}
 
 std::string MoeLayer::describe() const {
   const auto& m = *impl_;

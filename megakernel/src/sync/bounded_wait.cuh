@@ -49,12 +49,29 @@ struct ErrorRecord {
   int stage, task, counter_kind, counter_index, expected, seen, sm, rank;
 };
 
+// Optional profile (calico bench --profile): SM cycles summed per slot with integer atomics; never part of
+// a result. Slots [0, kStageCount): time spent waiting, by the stage whose wait it was (pipeline waits
+// counted by one thread per warpgroup); the slots below: consumer main loops, epilogues, tasks, tails.
+enum ProfileSlot : int {
+  kProfMainloop = kStageCount,
+  kProfEpilogue,
+  kProfTasks,
+  kProfTail,
+  kProfComm,
+  kProfSlots
+};
+
 struct SyncContext {
   ErrorRecord* error;      // device error slot (one per launch)
   int* abort_flag;         // set once by the first timeout
   uint64_t timeout_ns;     // bound of one wait
   int rank;
+  unsigned long long* profile;  // [kProfSlots] or null
 };
+
+__device__ __forceinline__ void profile_add(const SyncContext& s, int slot, long long cycles) {
+  if (s.profile != nullptr) atomicAdd(&s.profile[slot], static_cast<unsigned long long>(cycles));
+}
 
 __device__ __forceinline__ int ld_acquire_gpu(const int* p) {
   int v;
@@ -120,10 +137,14 @@ __device__ __forceinline__ bool wait_counter(const SyncContext& s, const int* co
   int seen = ld_acquire_gpu(counter);
   if (seen >= expected) return true;
   const uint64_t start = global_timer_ns();
+  const long long c0 = clock64();
   for (;;) {
     __nanosleep(128);
     seen = ld_acquire_gpu(counter);
-    if (seen >= expected) return true;
+    if (seen >= expected) {
+      profile_add(s, stage, clock64() - c0);
+      return true;
+    }
     if (aborted(s)) return false;
     if (global_timer_ns() - start > s.timeout_ns) {
       record_timeout(s, stage, task, counter_kind, counter_index, expected, seen);
@@ -177,8 +198,12 @@ __device__ __forceinline__ bool mbar_wait(const SyncContext& s, uint64_t* bar, u
                                           int counter_kind, int counter_index) {
   if (mbar_try_wait(bar, parity)) return true;
   const uint64_t start = global_timer_ns();
+  const long long c0 = clock64();
   for (int it = 0;; ++it) {
-    if (mbar_try_wait(bar, parity)) return true;
+    if (mbar_try_wait(bar, parity)) {
+      if (threadIdx.x % 128 == 0) profile_add(s, stage, clock64() - c0);
+      return true;
+    }
     if ((it & 63) == 63) {
       if (aborted(s)) return false;
       if (global_timer_ns() - start > s.timeout_ns) {
