@@ -14,9 +14,11 @@ struct alignas(16) Vec8 {
   uint16_t v[8];
 };
 
-// NOTE: each thread keeps kCopyDepth independent 16-byte loads in flight (loads first, then stores): with one
-// at a time a data-movement SM moves only a few GB/s and the dispatch, not the GEMMs, sets the pace.
-constexpr int kCopyDepth = 4;
+// NOTE: each thread keeps kCopyDepth independent 16-byte loads in flight (loads first, then stores): 384
+// threads x 16 x 16 B = 96 KB per SM covers the memory latency. With 4 in flight (24 KB per SM) 16 SMs moved
+// ~215 GB/s and the dispatch, not the GEMMs, set the pace of the forward (measured with calico bench --profile).
+constexpr int kCopyDepth = 16;
+constexpr int kChainDepth = 4;  // the router gradient's look-ahead (two rows per thread)
 
 // Rows [row0, row0 + nrows) of `dst` (H columns) get x[row_token[row]], or zeros for padding rows.
 __device__ __forceinline__ void dispatch_rows(const uint16_t* __restrict__ x, const int* __restrict__ row_token,
@@ -77,7 +79,7 @@ __device__ __forceinline__ void dispatch_dy_rows(const uint16_t* __restrict__ d_
 
 // d_router_weights[p] for pairs p = t*K + k in [p0, p0 + n): one thread per pair, the fp32 chain over
 // c = 0..H-1 ascending: acc = fmaf(d_out[t, c], y_k[c], acc) (calico/reference.h). The loads of the next
-// kCopyDepth vectors are issued before the chain consumes them.
+// kChainDepth vectors are issued before the chain consumes them.
 __device__ __forceinline__ void router_grad_pairs(const uint16_t* __restrict__ d_out, const uint16_t* __restrict__ y,
                                                   const int* __restrict__ token_row, float* __restrict__ d_rw,
                                                   int p0, int n, int K, int H, int tid, int nthreads) {
@@ -87,15 +89,15 @@ __device__ __forceinline__ void router_grad_pairs(const uint16_t* __restrict__ d
     const uint16_t* b = y + static_cast<int64_t>(token_row[p]) * H;
     float acc = 0.0f;
     int c = 0;
-    for (; c + 8 * kCopyDepth <= H; c += 8 * kCopyDepth) {
-      Vec8 va[kCopyDepth], vb[kCopyDepth];
+    for (; c + 8 * kChainDepth <= H; c += 8 * kChainDepth) {
+      Vec8 va[kChainDepth], vb[kChainDepth];
 #pragma unroll
-      for (int u = 0; u < kCopyDepth; ++u) {
+      for (int u = 0; u < kChainDepth; ++u) {
         va[u] = *reinterpret_cast<const Vec8*>(a + c + 8 * u);
         vb[u] = *reinterpret_cast<const Vec8*>(b + c + 8 * u);
       }
 #pragma unroll
-      for (int u = 0; u < kCopyDepth; ++u)
+      for (int u = 0; u < kChainDepth; ++u)
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc = f32_fma(bf16_to_f32(va[u].v[j]), bf16_to_f32(vb[u].v[j]), acc);
     }

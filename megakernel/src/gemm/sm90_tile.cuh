@@ -122,7 +122,8 @@ template <class Issue>
 __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
                                              uint32_t stage_bytes, int task, Issue&& issue) {
   for (int kt = 0; kt < k_tiles; ++kt) {
-    if (!mbar_wait(sc, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, task, kCounterMbarEmpty, ps.stage))
+    if (!mbar_wait(sc, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, task, kCounterMbarEmpty, ps.stage,
+                   /*full_warp=*/false))
       return false;
     mbar_arrive_expect_tx(&s.full[ps.stage], stage_bytes);
     issue(kt, ps.stage, &s.full[ps.stage]);
@@ -142,10 +143,9 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
                                              int task, FenceAcc&& fence_acc, MmaStep&& mma_step) {
   using namespace cute;
   const bool leader = (threadIdx.x % 128) == 0;
-  // One k-tile's wgmma batch stays in flight while the next is issued (wait<1>); a stage goes back to the
-  // producer once the batch that read it has completed. The chain order is unchanged: the batches of one
-  // accumulator execute in issue order.
-  int previous = -1;
+  // The four k16 steps of a k-tile go out as one batch and complete before the stage is released. NOTE:
+  // keeping a batch in flight across the next (bounded, hence branchy) barrier wait makes ptxas serialise
+  // every wgmma (C7511/C7518, seen in the SASS as a DEPBAR after each HGMMA); ending each batch here does not.
   const long long c0 = clock64();
   for (int kt = 0; kt < k_tiles; ++kt) {
     if (!mbar_wait(sc, &s.full[ps.stage], ps.phase, kStagePipelineFull, task, kCounterMbarFull, ps.stage))
@@ -155,16 +155,12 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
 #pragma unroll
     for (int kb = 0; kb < kBK / 16; ++kb) mma_step(ps.stage, kb);
     warpgroup_commit_batch();
-    warpgroup_wait<1>();
+    warpgroup_wait<0>();
     fence_acc();
-    if (previous >= 0 && leader) mbar_arrive(&s.empty[previous]);
-    previous = ps.stage;
+    mbar_arrive_if(&s.empty[ps.stage], leader);
     ps.advance();
   }
-  warpgroup_wait<0>();
-  fence_acc();
-  if (previous >= 0 && leader) mbar_arrive(&s.empty[previous]);
-  if (threadIdx.x == 128) profile_add(sc, kProfMainloop, clock64() - c0);
+  if (sc.profile != nullptr && threadIdx.x == 128) profile_add(sc, kProfMainloop, clock64() - c0);
   return true;
 }
 

@@ -384,7 +384,10 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   const int ci = blockIdx.x - p.n_comm, nc = gridDim.x - p.n_comm;
   if (threadIdx.x == 0) pipeline_init(s);
   __syncthreads();
-  if (threadIdx.x < 128) {
+  // NOTE: the role is a warp-uniform value (a shuffle), so the consumer branch is not a divergent path
+  // for ptxas, which would otherwise serialise its wgmma.
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+  if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<40>();
     if (threadIdx.x == 0) {
       PipeState ps;

@@ -140,20 +140,17 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
   constexpr int kHalf = decltype(size(acc))::value / 2;
   CUTE_UNROLL
   for (int i = 0; i < kHalf; i += 2) {
+    // NOTE: values first, then predicated stores: no divergent branch between the wgmma of consecutive tiles.
     const int m = get<0>(coord(i)), j = t.n * kGateUpN + get<1>(coord(i));
     if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
-    if (j >= I) continue;
-    const int64_t at = static_cast<int64_t>(t.m * kBM + m) * I + j;
-    if (m < t.rows) {
-      const SwigluOut o0 = swiglu_forward(acc(i), acc(i + kHalf), clamp);
-      const SwigluOut o1 = swiglu_forward(acc(i + 1), acc(i + 1 + kHalf), clamp);
-      store_bf16x2(G + at, o0.g, o1.g);
-      store_bf16x2(U + at, o0.u, o1.u);
-      store_bf16x2(Hh + at, o0.h, o1.h);
-    } else if (!sh) {  // padding rows of a routed segment: exact zeros (the wgrad chains read them)
-      store_bf16x2(G + at, 0, 0);
-      store_bf16x2(U + at, 0, 0);
-      store_bf16x2(Hh + at, 0, 0);
+    const bool real = m < t.rows, store = j < I && (real || !sh);  // routed padding rows get exact zeros
+    const SwigluOut o0 = swiglu_forward(acc(i), acc(i + kHalf), clamp);
+    const SwigluOut o1 = swiglu_forward(acc(i + 1), acc(i + 1 + kHalf), clamp);
+    const int64_t at = store ? static_cast<int64_t>(t.m * kBM + m) * I + j : 0;
+    if (store) {
+      store_bf16x2(G + at, real ? o0.g : 0, real ? o1.g : 0);
+      store_bf16x2(U + at, real ? o0.u : 0, real ? o1.u : 0);
+      store_bf16x2(Hh + at, real ? o0.h : 0, real ? o1.h : 0);
     }
   }
   fence_proxy_async_global();  // h is read by TMA in the down tiles
@@ -181,8 +178,8 @@ __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps,
   CUTE_UNROLL
   for (int i = 0; i < size(acc); i += 2) {
     const int m = get<0>(coord(i)), c = t.n * kWideN + get<1>(coord(i));
-    if (c >= H || m >= t.rows) continue;
-    store_bf16x2(Y + static_cast<int64_t>(t.m * kBM + m) * H + c, f32_to_bf16(acc(i)), f32_to_bf16(acc(i + 1)));
+    const uint16_t y0 = f32_to_bf16(acc(i)), y1 = f32_to_bf16(acc(i + 1));
+    if (c < H && m < t.rows) store_bf16x2(Y + static_cast<int64_t>(t.m * kBM + m) * H + c, y0, y1);
   }
   consumer_barrier();
   if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_down_total, 1);
@@ -239,7 +236,10 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   const int ci = blockIdx.x - p.n_comm, nc = gridDim.x - p.n_comm;
   if (threadIdx.x == 0) pipeline_init(s);
   __syncthreads();
-  if (threadIdx.x < 128) {  // producer warpgroup: one thread issues every TMA load
+  // NOTE: the role is a warp-uniform value (a shuffle), so the consumer branch is not a divergent path
+  // for ptxas, which would otherwise serialise its wgmma.
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+  if (warpgroup == 0) {  // producer warpgroup: one thread issues every TMA load
     cutlass::arch::warpgroup_reg_dealloc<40>();
     if (threadIdx.x == 0) {
       PipeState ps;

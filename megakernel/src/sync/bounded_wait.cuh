@@ -115,7 +115,8 @@ __device__ __forceinline__ bool aborted(const SyncContext& s) {
   return *reinterpret_cast<volatile int*>(s.abort_flag) != 0;
 }
 
-static __device__ __noinline__ void record_timeout(const SyncContext& s, int stage, int task, int counter_kind,
+// NOTE: inline, never a call: a call inside the consumers' wait path makes ptxas wait for every wgmma (C7518).
+static __device__ __forceinline__ void record_timeout(const SyncContext& s, int stage, int task, int counter_kind,
                                             int counter_index, int expected, int seen) {
   if (atomicCAS(&s.error->code, 0, 1) == 0) {
     s.error->stage = stage;
@@ -193,25 +194,41 @@ __device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
   return ok != 0;
 }
 
-// Bounded wait for the phase with the given parity to complete.
+// Bounded wait for the phase with the given parity to complete, called by whole warps (consumers) or by one
+// thread (the producer, full_warp = false). NOTE: for warps every decision is a warp vote or a broadcast, so the
+// compiler sees no divergent path around the wgmma that follow: a divergent spin loop makes ptxas serialise
+// every wgmma (C7518), measured as one HGMMA in flight at a time.
 __device__ __forceinline__ bool mbar_wait(const SyncContext& s, uint64_t* bar, uint32_t parity, int stage, int task,
-                                          int counter_kind, int counter_index) {
-  if (mbar_try_wait(bar, parity)) return true;
+                                          int counter_kind, int counter_index, bool full_warp = true) {
+  const unsigned mask = full_warp ? 0xffffffffu : __activemask();
+  if (__all_sync(mask, mbar_try_wait(bar, parity))) return true;
   const uint64_t start = global_timer_ns();
   const long long c0 = clock64();
   for (int it = 0;; ++it) {
-    if (mbar_try_wait(bar, parity)) {
+    if (__all_sync(mask, mbar_try_wait(bar, parity))) {
       if (threadIdx.x % 128 == 0) profile_add(s, stage, clock64() - c0);
       return true;
     }
     if ((it & 63) == 63) {
-      if (aborted(s)) return false;
-      if (global_timer_ns() - start > s.timeout_ns) {
+      int verdict = 0;  // 1: aborted elsewhere, 2: timed out here
+      if (aborted(s)) verdict = 1;
+      else if (global_timer_ns() - start > s.timeout_ns) verdict = 2;
+      verdict = __shfl_sync(mask, verdict, __ffs(mask) - 1);
+      if (verdict == 2 && (threadIdx.x % 32) == static_cast<unsigned>(__ffs(mask) - 1))
         record_timeout(s, stage, task, counter_kind, counter_index, static_cast<int>(parity), -1);
-        return false;
-      }
+      if (verdict != 0) return false;
     }
   }
+}
+
+// Arrive on `bar` from the threads where `pred` holds, as one predicated instruction (no branch).
+__device__ __forceinline__ void mbar_arrive_if(uint64_t* bar, bool pred) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %1, 0;\n"
+      "@p mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n}\n" ::"r"(smem_addr(bar)),
+      "r"(static_cast<int>(pred))
+      : "memory");
 }
 
 }  // namespace calico::gpu::mk
