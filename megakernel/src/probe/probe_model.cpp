@@ -368,7 +368,7 @@ std::vector<VariantParams> variant_grid(const VariantParams& base) {
 
 uint32_t variant_step(const OperandFormat& f, const VariantParams& p, const uint32_t* a, const uint32_t* b, uint32_t c,
                       int k) {
-  const MmaZeroRule rule = p.zero_mode == 1 ? MmaZeroRule::mmasim : MmaZeroRule::fixed_minus_133;
+  const MmaZeroRule rule = p.zero_mode == 1 ? MmaZeroRule::legacy_minus_126 : MmaZeroRule::fixed_minus_133;
   // Specials over the whole step, exactly as the model does.
   MmaSpecials sp;
   MmaTerm products[32];
