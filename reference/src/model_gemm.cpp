@@ -391,4 +391,23 @@ void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint
 
 #endif
 
+// Blackwell MXFP8: the scalar chain is the specification and the implementation (the reference's GEMMs in
+// this mode are small: tests, golden digests, a GB300 kernel's diff target). Blocked over N so that one A row
+// block stays in cache while it meets every B row.
+void model_gemm_mxfp8_blackwell(int64_t M, int64_t N, int64_t blocks, const uint8_t* A, const uint8_t* SA,
+                                const uint8_t* B, const uint8_t* SB, float* C, int64_t ldc) {
+  if (M == 0 || N == 0 || blocks == 0) return;
+  const int64_t K = blocks * kMxBlock;
+#pragma omp parallel for collapse(2) schedule(static) if (M * N * blocks >= 4096)
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      float acc = C[m * ldc + n];
+      for (int64_t kb = 0; kb < blocks; ++kb)
+        acc = mma_step_blackwell_mxfp8(A + m * K + kb * kMxBlock, Fp8Kind::e4m3, SA[m * blocks + kb],
+                                       B + n * K + kb * kMxBlock, Fp8Kind::e4m3, SB[n * blocks + kb], acc);
+      C[m * ldc + n] = acc;
+    }
+  }
+}
+
 }  // namespace calico::ref
