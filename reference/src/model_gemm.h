@@ -27,4 +27,9 @@ void model_gemm_bf16_scalar(MmaModel model, int64_t M, int64_t N, int64_t K, con
 void model_gemm_mxfp8_blackwell(int64_t M, int64_t N, int64_t blocks, const uint8_t* A, const uint8_t* SA,
                                 const uint8_t* B, const uint8_t* SB, float* C, int64_t ldc);
 
+// The same chain written directly with mma_step_blackwell_mxfp8: the specification model_gemm_mxfp8_blackwell
+// (operands decoded once, the step inlined) is tested against bit for bit.
+void model_gemm_mxfp8_blackwell_scalar(int64_t M, int64_t N, int64_t blocks, const uint8_t* A, const uint8_t* SA,
+                                       const uint8_t* B, const uint8_t* SB, float* C, int64_t ldc);
+
 }  // namespace calico::ref
