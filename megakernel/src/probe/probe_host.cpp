@@ -616,7 +616,7 @@ std::string ProbeMmaReport::summary() const {
   const bool cmp = compare_model != "none";
   if (cmp)
     s += fmt::format("  compare model ({}): {}; its column counts the outputs where it differs from the GPU "
-                     "(negative control: nonzero shows the probe sees that model's error)\n",
+                     "(negative control: nonzero shows the probe can tell that model from the GPU)\n",
                      compare_model, compare_description);
   const std::string cmp_head = cmp ? fmt::format(" {:>16}", compare_model) : "";
   s += fmt::format("  {:<44} {:>10} {:>14} {:>10}{}\n", "family", "cases", "outputs", "mismatches", cmp_head);
