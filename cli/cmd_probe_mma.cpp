@@ -48,7 +48,7 @@ calico::cli::Registrar probe_mma(
       sub.add_flag("--no-targeted", *no_targeted, "Skip the targeted vectors");
       sub.add_option("--compare-model", o->compare_model,
                      "Second model counted per family against the GPU (never changes the exit status): "
-                     "old-zero-rule | none")
+                     "old-zero-rule | flat-126 (zero terms at -126) | none")
           ->capture_default_str();
       sub.add_flag("--model-as-device", o->model_as_device,
                    "Host dry run without a GPU: the numerics.h model stands in for the device (checks the\n"

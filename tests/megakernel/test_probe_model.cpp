@@ -164,6 +164,27 @@ TEST(ProbeModel, EdgeFamiliesSeparateTheOldZeroRule) {
     for (const auto& [name, n] : differ) line += " " + name + "=" + std::to_string(n);
     RecordProperty(std::string("old_rule_differs_") + cs.what, line);
   }
+  // flat-126 (every zero term at -126): identical to the model for Hopper FP8 (no FP8 product or nonzero C
+  // lies below 2^-126), told apart by the underflow family for bf16 and MX (products below 2^-126).
+  for (const Case& cs : {Case{"bf16", OperandFormat::bf16(), MmaModel::hopper_bf16, 16},
+                         Case{"hopper e4m3", OperandFormat::fp8_of(Fp8Kind::e4m3), MmaModel::hopper_fp8, 32},
+                         Case{"hopper e5m2", OperandFormat::fp8_of(Fp8Kind::e5m2), MmaModel::hopper_fp8, 32},
+                         Case{"mx e4m3", OperandFormat::fp8_of(Fp8Kind::e4m3), MmaModel::blackwell_mxfp8, 32}}) {
+    MmaModelParams flat{};
+    ASSERT_TRUE(compare_model_params(cs.model, "flat-126", flat));
+    const MmaModelParams now = mma_model_params(cs.model);
+    std::map<std::string, int> differ;
+    for (const auto& v : targeted_vectors(cs.f, cs.k, cs.model, 1))
+      differ[v.name] += model_step_with(cs.f, now, v.a.data(), v.b.data(), v.c, v.sa, v.sb) !=
+                        model_step_with(cs.f, flat, v.a.data(), v.b.data(), v.c, v.sa, v.sb);
+    int total = 0;
+    for (const auto& [name, n] : differ) total += n;
+    if (cs.model == MmaModel::hopper_fp8) {
+      EXPECT_EQ(total, 0) << cs.what;
+    } else {
+      EXPECT_GT(differ["edge_underflow_c_zero"], 0) << cs.what;
+    }
+  }
   MmaModelParams unused{};
   EXPECT_FALSE(compare_model_params(MmaModel::hopper_fp8, "none", unused));
   EXPECT_THROW(compare_model_params(MmaModel::hopper_fp8, "mmasim", unused), Error);

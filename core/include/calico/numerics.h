@@ -307,11 +307,13 @@ CALICO_HD float calico_silu_grad(float g) {
 // exponents, in every row. BF16: matched on our H200 (mma.sync, wgmma). FP8: the wgmma e4m3/e5m2 outputs of
 // issue 10 measured on the H200 (all 32 products zero, tiny c: c is kept on the 2^-139 grid that E_max = e_c
 // gives) follow it and not the -126 rule; regression tests/core/test_numerics.cpp
-// NumericsMma.Fp8ZeroRuleMeasuredOnH200; the full probe re-run is megakernel/PROBE.md's. The current MMA-Sim
-// release (github.com/microsoft/MMA-Sim 2.x) models the FP8 and MXFP8 rows that way too. An older MMA-Sim
-// snapshot decoded a zero operand with exponent -126 (so a zero product kept E = -126 + e_other + scales and
-// could set E_max); that rule is kept only as MmaZeroRule::legacy_minus_126, the probe's negative control
-// (`calico probe-mma --compare-model old-zero-rule`), never as a model row.
+// NumericsMma.Fp8ZeroRuleMeasuredOnH200; the full probe re-run is megakernel/PROBE.md's. The old rule came
+// from an MMA-Sim snapshot (github.com/microsoft/MMA-Sim) that decoded a zero operand with exponent -126, so
+// a zero product kept E = -126 + e_other + scales and could set E_max; it is kept only as
+// MmaZeroRule::legacy_minus_126, the probe's negative control (`--compare-model old-zero-rule`). Another
+// MMA-Sim snapshot puts every zero term at a flat -126 (mmasim/arithmetic/fdpa.py truncated_fused_sum, "TODO:
+// handle zero"): MmaZeroRule::flat_minus_126 (`--compare-model flat-126`). For Hopper FP8 it gives the same
+// bits as -133 (no FP8 product or nonzero c has E < -126); BF16 and MX with small scales tell them apart.
 // A zero sum is +0 in every row, whatever the terms' signs (measured on the H200).
 // Hopper wgmma FP8: F = 13 and the result keeps 13 fraction bits ("f32_e8m13"), so below 2^-126 its grid
 // is 2^-139. Blackwell kind::mxf8f6f4 (K = 32): F = 25, fp32 RZ. NaN rules: the products and c summed in
@@ -328,6 +330,7 @@ enum class MmaZeroRule : uint8_t {
   fixed_minus_133,   // every row: a zero product or zero c is a term at E = -133, no scale exponents
   legacy_minus_126,  // NOT a model row: the old MMA-Sim snapshot's rule (zero operand and zero c decode with
                      // exponent -126, a zero product keeps e_other and the scales); the probe's negative control
+  flat_minus_126,    // NOT a model row: every zero term at E = -126, no other exponent (a comparison model)
 };
 
 struct MmaModelParams {
@@ -382,13 +385,14 @@ CALICO_HD MmaOperand decode_fp8_operand(uint8_t v, Fp8Kind kind) {
 }
 
 constexpr int kMmaZeroTermExponent = -133;          // every row: exponent of a zero term
-constexpr int kLegacyZeroOperandExponent = -126;    // MmaZeroRule::legacy_minus_126 only (negative control)
+constexpr int kLegacyZeroOperandExponent = -126;    // legacy_minus_126 / flat_minus_126 only (comparison models)
 
 CALICO_HD MmaTerm mma_product_term(const MmaOperand& a, const MmaOperand& b, int scale_exponent,
                                    MmaZeroRule rule = MmaZeroRule::fixed_minus_133) {
   const bool neg = a.negative != b.negative;
   if (a.zero || b.zero) {
     if (rule == MmaZeroRule::fixed_minus_133) return {0, kMmaZeroTermExponent, 0, neg};
+    if (rule == MmaZeroRule::flat_minus_126) return {0, kLegacyZeroOperandExponent, 0, neg};
     const int ea = a.zero ? kLegacyZeroOperandExponent : a.e, eb = b.zero ? kLegacyZeroOperandExponent : b.e;
     return {0, ea + eb + scale_exponent, 0, neg};
   }

@@ -698,7 +698,7 @@ ProbeMmaReport probe_mma(const ProbeMmaOptions& o) {
   CompareModel cmp;
   cmp.on = probe::compare_model_params(s.model, o.compare_model, cmp.p);
   rep.compare_model = cmp.on ? o.compare_model : "none";
-  if (cmp.on) rep.compare_description = "the model with the old MMA-Sim snapshot's zero rule (zero operand and zero C at exponent -126, a zero product keeping the other exponent and the scales)";
+  if (cmp.on) rep.compare_description = probe::compare_model_description(o.compare_model);
   rep.driver = driver_description();
   rep.date = today();
   rep.seed = o.seed;

@@ -643,11 +643,19 @@ bool has_zero_term(const OperandFormat& f, const uint32_t* a, const uint32_t* b,
   return false;
 }
 
+std::string compare_model_description(const std::string& name) {
+  if (name == "old-zero-rule")
+    return "the model with the old MMA-Sim snapshot's zero rule (zero operand and zero C at exponent -126, a zero "
+           "product keeping the other exponent and the scales)";
+  if (name == "flat-126") return "the model with every zero term at exponent -126 (no other exponent, no scales)";
+  return "";
+}
+
 bool compare_model_params(MmaModel model, const std::string& name, MmaModelParams& out) {
   if (name == "none") return false;
-  if (name == "old-zero-rule") {
+  if (name == "old-zero-rule" || name == "flat-126") {
     out = mma_model_params(model);
-    out.zero_rule = MmaZeroRule::legacy_minus_126;
+    out.zero_rule = name == "old-zero-rule" ? MmaZeroRule::legacy_minus_126 : MmaZeroRule::flat_minus_126;
     return true;
   }
   throw Error(fmt::format("--compare-model: unknown model '{}'; known: {}", name, kCompareModelNames));

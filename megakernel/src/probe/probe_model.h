@@ -141,10 +141,13 @@ uint32_t model_step_with(const OperandFormat& f, const MmaModelParams& p, const 
 bool has_zero_term(const OperandFormat& f, const uint32_t* a, const uint32_t* b, uint32_t c, int k);
 
 // Comparison models of `calico probe-mma --compare-model`: "old-zero-rule" is the model with the old MMA-Sim
-// snapshot's zero rule (MmaZeroRule::legacy_minus_126), the negative control of issue 10; "none" disables the
-// comparison (returns false). Throws calico::Error on an unknown name.
+// snapshot's zero rule (MmaZeroRule::legacy_minus_126), the negative control of issue 10; "flat-126" puts
+// every zero term at -126 (MmaZeroRule::flat_minus_126); "none" disables the comparison (returns false).
+// Throws calico::Error on an unknown name.
 bool compare_model_params(MmaModel model, const std::string& name, MmaModelParams& out);
-const char* const kCompareModelNames = "old-zero-rule | none";
+const char* const kCompareModelNames = "old-zero-rule | flat-126 | none";
+// One line on what a comparison model is (for reports).
+std::string compare_model_description(const std::string& name);
 
 // A family of models around numerics.h's: alignment width F, output fraction bits, how zero terms take
 // part in E_max (numerics.h's two rules, or not at all), and products fused per group (groups chain through
