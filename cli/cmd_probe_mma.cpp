@@ -24,10 +24,14 @@ calico::cli::Registrar probe_mma(
       auto json = std::make_shared<std::string>();
       auto no_targeted = std::make_shared<bool>(false);
       sub.footer(
-          "Families of random cases (case i is family i % 8): random_bits, random_finite, wide_spread,\n"
-          "cancellation, c_zero, near_underflow, overflow, carry; then every targeted vector (alignment width,\n"
-          "rounding direction, carries, zero-term exponent, signed zeros, NaN/inf, overflow, subnormals, every\n"
-          "operand code); then --chain-tiles 64x256 tiles chained over --chain-k (wgmma.* only).\n"
+          "Families of random cases (case i is family i % 9): random_bits, random_finite, wide_spread,\n"
+          "cancellation, c_zero, near_underflow, overflow, carry, zero_rows; then every targeted vector (alignment\n"
+          "width, rounding direction, carries, zero-term exponent, signed zeros, NaN/inf, overflow, subnormals,\n"
+          "every operand code, and the edge_* families: zero rows/columns against large/small/subnormal C,\n"
+          "all-zero products, underflow, huge+tiny, MX scales with zero operands, inf/NaN in one lane, the\n"
+          "H200 cases of issue 10); then --chain-tiles 64x256 tiles chained over --chain-k (wgmma.* only).\n"
+          "Each family row also counts the outputs where --compare-model (default old-zero-rule: the old -126\n"
+          "zero rule) differs from the GPU: the negative control (megakernel/PROBE.md).\n"
           "Example: calico probe-mma --instr wgmma.e4m3 --cases 1000000 --chain-tiles 4 --json out.json\n"
           "Blackwell (tcgen05.*: a B200/GB200 or B300/GB300 and a build with CMAKE_CUDA_ARCHITECTURES 100a/103a;\n"
           "elsewhere they stop at once with an error): calico probe-mma --instr tcgen05.mxf8.e4m3 --cases 1000000;\n"
@@ -42,6 +46,13 @@ calico::cli::Registrar probe_mma(
       sub.add_option("--max-records", o->max_records, "Mismatches kept with their inputs, per family")
           ->capture_default_str();
       sub.add_flag("--no-targeted", *no_targeted, "Skip the targeted vectors");
+      sub.add_option("--compare-model", o->compare_model,
+                     "Second model counted per family against the GPU (never changes the exit status): "
+                     "old-zero-rule | flat-126 (zero terms at -126) | none")
+          ->capture_default_str();
+      sub.add_flag("--model-as-device", o->model_as_device,
+                   "Host dry run without a GPU: the numerics.h model stands in for the device (checks the\n"
+                   "generator and the compare column; says nothing about hardware)");
       sub.add_option("--json", *json, "Also write the full report (mismatches with inputs) as JSON to this file");
       return [o, json, no_targeted] {
         o->targeted = !*no_targeted;

@@ -44,7 +44,8 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_option("--tokens", o.tokens, "Tokens per rank T")->capture_default_str();
   sub.add_option("--ranks", o.ranks, "Expert-parallel ranks R (must divide E; emulated in-process)")
       ->capture_default_str();
-  sub.add_option("--dtype", o.dtype, "bf16 or mxfp8 (GEMM operands quantised to MXFP8, Hopper path)")
+  sub.add_option("--dtype", o.dtype,
+                 "bf16 or mxfp8 (GEMM operands quantised to MXFP8; Hopper path unless --mma blackwell-mxfp8)")
       ->capture_default_str();
   sub.add_option("--routing", o.routing, "uniform | zipf:S (S > 0) | adversarial | FILE.h5 (/routing/...)")
       ->capture_default_str();
@@ -55,7 +56,9 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
       ->capture_default_str();
   sub.add_option("--capacity", o.capacity, "Capacity factor: rows per rank = ceil(F*T*K); 0 = fit the routing")
       ->capture_default_str();
-  sub.add_option("--mma", o.mma, "Tensor-core model of the GEMMs: hopper-bf16 | blackwell-bf16")
+  sub.add_option("--mma", o.mma,
+                 "Tensor-core model of the GEMMs: hopper-bf16 | blackwell-bf16 | blackwell-mxfp8 (with --dtype\n"
+                 "mxfp8: the Blackwell MXFP8 path, e4m3 + E8M0 scales straight into tcgen05 kind::mxf8f6f4's model)")
       ->capture_default_str();
   sub.add_option("--scale-rule", o.scale_rule, "MXFP8 scale rule: rceil | ocp-floor")->capture_default_str();
   sub.add_option("--clamp", o.clamp, "SwiGLU clamp limit L > 0 (0 = the preset's, none for most)");
@@ -123,10 +126,10 @@ void write_run_trace(const RunOptions& o, const RunRequest& req, ref::ReferenceM
                            harness::collect_provenance(), {}};
   }
   trace.runs.insert(trace.runs.begin(), first);
-  trace.provenance.command_line = fmt::format("calico run --preset {} --tokens {} --ranks {} --dtype {} --routing {} "
-                                              "--seed {} --mode {} --runs {}",
+  trace.provenance.command_line = fmt::format("calico run --preset {} --tokens {} --ranks {} --dtype {} --mma {} "
+                                              "--scale-rule {} --routing {} --seed {} --mode {} --runs {}",
                                               o.preset.empty() ? "(embedded tiny)" : o.preset, o.tokens, o.ranks,
-                                              o.dtype, o.routing, o.seed, o.mode, o.runs);
+                                              o.dtype, o.mma, o.scale_rule, o.routing, o.seed, o.mode, o.runs);
   harness::write_trace(o.out, trace);
   std::printf("trace:   %s (%d runs x %d ranks)\n", o.out.c_str(), o.runs, req.config.ranks);
 }

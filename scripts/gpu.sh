@@ -91,7 +91,9 @@ probe() {  # name, extra args
     > "$OUT/probe-$name.txt" 2>&1
   local rc=$?
   [ $rc -eq 0 ] || status=1
-  grep -E "TOTAL|time:|error" "$OUT/probe-$name.txt" | tee -a "$OUT/gpu.log"
+  # TOTAL carries both columns: mismatches vs the model (must be 0) and vs --compare-model old-zero-rule (the
+  # negative control of issue 10: nonzero, in zero_rows and the targeted:edge_* rows shown here).
+  grep -E "TOTAL|time:|error| zero_rows |edge_h200_issue10|edge_zero_row_c_s" "$OUT/probe-$name.txt" | tee -a "$OUT/gpu.log"
   log "probe $name exit $rc"
 }
 if [ "${PROBES:-1}" = 1 ]; then  # PROBES=0 skips the probe (about 3 minutes)

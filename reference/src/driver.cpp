@@ -288,10 +288,12 @@ RunResult run_reference(const RunRequest& req, ReferenceMode mode, StageTimes* t
   auto t0 = Clock::now();
   const Schedule s = build_schedule(req.spec, req.config, req.routing);  // validates spec, config and routing
   if (mode == ReferenceMode::contract)
-    require(req.spec.mma == MmaModel::hopper_bf16 || req.spec.mma == MmaModel::blackwell_bf16,
-            "--mma must be a bf16 model (hopper-bf16 or blackwell-bf16) for the reference: MXFP8 runs as the "
-            "Hopper path (dequantise to bf16, BF16 MMA), got '{}'",
-            to_string(req.spec.mma));
+    require(req.spec.mma == MmaModel::hopper_bf16 || req.spec.mma == MmaModel::blackwell_bf16 ||
+                (req.spec.mma == MmaModel::blackwell_mxfp8 && req.spec.dtype == DType::mxfp8),
+            "--mma must be a bf16 model (hopper-bf16 or blackwell-bf16), or blackwell-mxfp8 with --dtype mxfp8, "
+            "for the reference: --dtype mxfp8 with a bf16 model is the Hopper path (dequantise to bf16, BF16 MMA), "
+            "with blackwell-mxfp8 the Blackwell one (block-scaled MMA model); got '{}' with --dtype {}",
+            to_string(req.spec.mma), to_string(req.spec.dtype));
   require(req.threads >= 0 && req.threads <= 1024, "--threads must be in [0, 1024] (0 = default), got {}",
           req.threads);
   const int saved_threads = omp_get_max_threads();

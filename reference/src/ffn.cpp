@@ -1,4 +1,5 @@
-// The expert FFN of the numerical contract (DESIGN 2.1-2.2): every GEMM through model_gemm_bf16, SwiGLU and
+// The expert FFN of the numerical contract (DESIGN 2.1-2.2): every GEMM through model_gemm_bf16 (or, for
+// --dtype mxfp8 --mma blackwell-mxfp8, model_gemm_mxfp8_blackwell), SwiGLU and
 // its gradient in fp32 from bf16 operands, rounding points exactly as "the backward contract" in
 // calico/reference.h states. OpenMP only over independent output rows; no reduction is ever split.
 #include "ffn.h"
@@ -14,25 +15,48 @@ namespace calico::ref::detail {
 // far more when the 2 cores are oversubscribed. Results never depend on it (outputs are independent).
 constexpr int64_t kParallelMin = 1 << 12;
 
-std::vector<uint16_t> mx_qdq_rows(const uint16_t* a, int64_t rows, int64_t cols, MxScaleRule rule) {
-  std::vector<uint16_t> q(static_cast<size_t>(rows * cols));
+MxRows mx_quantize_rows(const uint16_t* a, int64_t rows, int64_t cols, MxScaleRule rule) {
+  MxRows q;
+  q.rows = rows;
+  q.blocks = (cols + kMxBlock - 1) / kMxBlock;
+  const int64_t padded = q.blocks * kMxBlock;
+  q.elems.assign(static_cast<size_t>(rows * padded), 0);  // a short last block is zero-padded
+  q.scales.assign(static_cast<size_t>(rows * q.blocks), 0);
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     float block[kMxBlock];
-    uint8_t elems[kMxBlock];
-    for (int64_t c0 = 0; c0 < cols; c0 += kMxBlock) {
+    for (int64_t b = 0; b < q.blocks; ++b) {
+      const int64_t c0 = b * kMxBlock;
       const int n = static_cast<int>(std::min<int64_t>(kMxBlock, cols - c0));
       for (int i = 0; i < n; ++i) block[i] = bf16_to_f32(a[r * cols + c0 + i]);
-      const uint8_t scale = mx_quantize_block(block, n, Fp8Kind::e4m3, rule, elems);
-      for (int i = 0; i < n; ++i) q[r * cols + c0 + i] = mx_dequantize_to_bf16(elems[i], scale, Fp8Kind::e4m3);
+      q.scales[r * q.blocks + b] = mx_quantize_block(block, n, Fp8Kind::e4m3, rule, q.elems.data() + r * padded + c0);
     }
   }
   return q;
 }
 
+std::vector<uint16_t> mx_qdq_rows(const uint16_t* a, int64_t rows, int64_t cols, MxScaleRule rule) {
+  const MxRows q = mx_quantize_rows(a, rows, cols, rule);
+  const int64_t padded = q.blocks * kMxBlock;
+  std::vector<uint16_t> out(static_cast<size_t>(rows * cols));
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = mx_dequantize_to_bf16(q.elems[r * padded + c], q.scales[r * q.blocks + c / kMxBlock], Fp8Kind::e4m3);
+  return out;
+}
+
 void gemm(const LayerSpec& spec, int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, float* C) {
   if (M == 0 || N == 0 || K == 0) return;  // an empty chain leaves C as it is
-  if (spec.dtype == DType::mxfp8) {
+  if (spec.dtype == DType::mxfp8 && spec.mma == MmaModel::blackwell_mxfp8) {
+    // Blackwell: e4m3 elements and E8M0 scales straight into the block-scaled MMA model, 32 per step.
+    const MxRows qa = mx_quantize_rows(A, M, K, spec.scale_rule);
+    const MxRows qb = mx_quantize_rows(B, N, K, spec.scale_rule);
+    model_gemm_mxfp8_blackwell(M, N, qa.blocks, qa.elems.data(), qa.scales.data(), qb.elems.data(),
+                               qb.scales.data(), C, N);
+    return;
+  }
+  if (spec.dtype == DType::mxfp8) {  // Hopper: dequantise exactly to bf16, then the BF16 MMA model
     const auto qa = mx_qdq_rows(A, M, K, spec.scale_rule);
     const auto qb = mx_qdq_rows(B, N, K, spec.scale_rule);
     model_gemm_bf16(spec.mma, M, N, K, qa.data(), K, qb.data(), K, C, N);

@@ -10,13 +10,24 @@
 namespace calico::ref::detail {
 
 // C[M,N] <- chain over K of A[m,:] . B[n,:] starting from C (model_gemm_bf16). A [M,K] and B [N,K] are bf16
-// bits, contiguous along K. In mxfp8 mode both operands are first quantised along K and dequantised to bf16.
+// bits, contiguous along K. In mxfp8 mode both operands are first quantised along K; the Hopper path (mma a
+// bf16 model) dequantises them to bf16 for the BF16 model, the Blackwell path (mma blackwell_mxfp8) feeds
+// the e4m3 elements and E8M0 scales to model_gemm_mxfp8_blackwell.
 void gemm(const LayerSpec& spec, int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, float* C);
+
+// MXFP8 quantisation of each row of a [rows, cols] bf16 matrix along cols (blocks of 32 from column 0, the
+// spec's scale rule): elems [rows][blocks * 32] e4m3 (a short last block zero-padded), scales [rows][blocks].
+struct MxRows {
+  int64_t rows = 0, blocks = 0;
+  std::vector<uint8_t> elems, scales;
+};
+MxRows mx_quantize_rows(const uint16_t* a, int64_t rows, int64_t cols, MxScaleRule rule);
 
 // [cols, rows] copy of a [rows, cols] bf16 matrix with row stride lda.
 std::vector<uint16_t> transpose(const uint16_t* a, int64_t rows, int64_t cols, int64_t lda);
 
-// MXFP8 quantise-dequantise of each row of a [rows, cols] matrix along cols (blocks of 32 from column 0).
+// MXFP8 quantise-dequantise of each row of a [rows, cols] matrix along cols: mx_quantize_rows, then each
+// element exactly back to bf16 (mx_dequantize_to_bf16).
 std::vector<uint16_t> mx_qdq_rows(const uint16_t* a, int64_t rows, int64_t cols, MxScaleRule rule);
 
 // Forward over n rows X [n,H] with weights Wg, Wu [I,H], Wd [H,I]: fills saved (x, g, u, h) and y [n,H].

@@ -391,4 +391,127 @@ void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint
 
 #endif
 
+// Blackwell MXFP8. model_gemm_mxfp8_blackwell_scalar is the specification (one mma_step_blackwell_mxfp8 per
+// K block); model_gemm_mxfp8_blackwell computes the same step from operands decoded once. Why it is exact:
+// an e4m3 element is (-1)^s m 2^(e-3) with m = 8 + frac (normal, e = field - 7) or m = frac (subnormal,
+// e = -6), m in [0, 15]; numerics.h's term of a nonzero product is M = m_a m_b (< 2^8, P = 6) at
+// E = e_a + e_b + s_a + s_b, a zero product the term at E = -133; C's term is its fp32 significand (P = 23)
+// at floor(log2|c|) clamped at -126, a zero C at -133. E_max is the maximum of all 33 exponents; each
+// aligned term is trunc(M 2^(E - P - E_max + F)) with F = 25, i.e. M << (E - E_max + 19) (< 2^27) or
+// M >> (E_max - E - 19) for products; the sum is exact in int64 and rounded once by mma_round_toward_zero.
+// NaN rules: e4m3 has no inf, so the result is NaN iff an element of either block is NaN, either scale is
+// the E8M0 NaN, or C is NaN; otherwise an infinite C is the result (no finite product is infinite).
+namespace {
+
+struct MxDecoded {
+  std::vector<int16_t> ms;     // signed significand (-1)^s m per element, 0 for +-0
+  std::vector<int16_t> e;      // nominal exponent e per element
+  std::vector<int16_t> scale;  // E8M0 exponent per block
+  std::vector<uint8_t> nan;    // per block: a NaN element or a NaN scale
+};
+
+MxDecoded decode_mx(const uint8_t* X, const uint8_t* SX, int64_t rows, int64_t blocks) {
+  const int64_t K = blocks * kMxBlock;
+  MxDecoded d;
+  d.ms.resize(static_cast<size_t>(rows * K));
+  d.e.resize(static_cast<size_t>(rows * K));
+  d.scale.resize(static_cast<size_t>(rows * blocks));
+  d.nan.assign(static_cast<size_t>(rows * blocks), 0);
+#pragma omp parallel for schedule(static) if (rows * K >= (1 << 14))
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t sc = SX[r * blocks + b];
+      bool nan = e8m0_is_nan(sc);
+      d.scale[r * blocks + b] = static_cast<int16_t>(e8m0_exponent(sc));
+      for (int i = 0; i < kMxBlock; ++i) {
+        const int64_t k = r * K + b * kMxBlock + i;
+        const uint8_t v = X[k];
+        if (fp8_is_nan(v, Fp8Kind::e4m3)) nan = true;
+        const MmaOperand op = decode_fp8_operand(v, Fp8Kind::e4m3);
+        const int m = op.zero ? 0 : static_cast<int>(op.m);
+        d.ms[k] = static_cast<int16_t>(op.negative ? -m : m);
+        d.e[k] = static_cast<int16_t>(op.e);
+      }
+      d.nan[r * blocks + b] = nan ? 1 : 0;
+    }
+  return d;
+}
+
+// One block step from decoded operands (a, b: 32 signed significands and exponents; s = s_a + s_b).
+inline float mx_step_decoded(const int16_t* ams, const int16_t* ae, const int16_t* bms, const int16_t* be, int s,
+                             float c) {
+  const uint32_t cu = f32_bits(c);
+  const int c_field = static_cast<int>((cu >> 23) & 0xFF);
+  if (c_field == 0xFF) return (cu & 0x7FFFFFu) ? bits_f32(kF32CanonicalNaN) : c;
+  const uint32_t c_frac = cu & 0x7FFFFFu;
+  const bool c_zero = c_field == 0 && c_frac == 0;
+  const int64_t c_mag = c_field == 0 ? c_frac : (c_frac | 0x800000u);
+  const int e_c = c_zero ? kMmaZeroTermExponent : (c_field == 0 ? -126 : c_field - 127);
+  int E[kMxBlock], M[kMxBlock];
+  int emax = e_c;
+  for (int i = 0; i < kMxBlock; ++i) {
+    M[i] = ams[i] * bms[i];
+    E[i] = M[i] != 0 ? ae[i] + be[i] + s : kMmaZeroTermExponent;
+    emax = E[i] > emax ? E[i] : emax;
+  }
+  int64_t sum = 0;
+  for (int i = 0; i < kMxBlock; ++i) {
+    const int shift = E[i] - emax + 19;  // <= 19
+    const int mag = M[i] < 0 ? -M[i] : M[i];
+    const int r = -shift > 31 ? 31 : -shift;
+    const int64_t v = shift >= 0 ? static_cast<int64_t>(mag) << shift : static_cast<int64_t>(mag >> r);
+    sum += M[i] < 0 ? -v : v;
+  }
+  if (!c_zero) {
+    const int shift = e_c - emax + 2;  // c: P = 23, F = 25
+    const int64_t v = shift >= 0 ? c_mag << shift : (-shift >= 63 ? 0 : c_mag >> -shift);
+    sum += (cu >> 31) ? -v : v;
+  }
+  return mma_round_toward_zero(sum, emax - 25, 23);
+}
+
+}  // namespace
+
+void model_gemm_mxfp8_blackwell_scalar(int64_t M, int64_t N, int64_t blocks, const uint8_t* A, const uint8_t* SA,
+                                       const uint8_t* B, const uint8_t* SB, float* C, int64_t ldc) {
+  if (M == 0 || N == 0 || blocks == 0) return;
+  const int64_t K = blocks * kMxBlock;
+#pragma omp parallel for collapse(2) schedule(static) if (M * N * blocks >= 4096)
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      float acc = C[m * ldc + n];
+      for (int64_t kb = 0; kb < blocks; ++kb)
+        acc = mma_step_blackwell_mxfp8(A + m * K + kb * kMxBlock, Fp8Kind::e4m3, SA[m * blocks + kb],
+                                       B + n * K + kb * kMxBlock, Fp8Kind::e4m3, SB[n * blocks + kb], acc);
+      C[m * ldc + n] = acc;
+    }
+  }
+}
+
+void model_gemm_mxfp8_blackwell(int64_t M, int64_t N, int64_t blocks, const uint8_t* A, const uint8_t* SA,
+                                const uint8_t* B, const uint8_t* SB, float* C, int64_t ldc) {
+  if (M == 0 || N == 0 || blocks == 0) return;
+  const int64_t K = blocks * kMxBlock;
+  const MxDecoded da = decode_mx(A, SA, M, blocks), db = decode_mx(B, SB, N, blocks);
+  constexpr int64_t kTm = 8, kTn = 16;  // output tile: an A tile and a B tile stay in cache over K
+  const int64_t tm = (M + kTm - 1) / kTm, tn = (N + kTn - 1) / kTn;
+#pragma omp parallel for collapse(2) schedule(static) if (M * N * blocks >= 4096)
+  for (int64_t im = 0; im < tm; ++im)
+    for (int64_t in = 0; in < tn; ++in)
+      for (int64_t m = im * kTm; m < std::min(M, (im + 1) * kTm); ++m)
+        for (int64_t n = in * kTn; n < std::min(N, (in + 1) * kTn); ++n) {
+          float acc = C[m * ldc + n];
+          for (int64_t kb = 0; kb < blocks; ++kb) {
+            if (da.nan[m * blocks + kb] | db.nan[n * blocks + kb]) {
+              acc = bits_f32(kF32CanonicalNaN);
+              continue;
+            }
+            const int64_t ka = m * K + kb * kMxBlock, kbb = n * K + kb * kMxBlock;
+            acc = mx_step_decoded(da.ms.data() + ka, da.e.data() + ka, db.ms.data() + kbb, db.e.data() + kbb,
+                                  da.scale[m * blocks + kb] + db.scale[n * blocks + kb], acc);
+          }
+          C[m * ldc + n] = acc;
+        }
+}
+
 }  // namespace calico::ref

@@ -19,4 +19,17 @@ void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint
 void model_gemm_bf16_scalar(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                             const uint16_t* B, int64_t ldb, float* C, int64_t ldc);
 
+// The Blackwell MXFP8 GEMM (tcgen05.mma kind::mxf8f6f4.block_scale, scale_vec::1X, block 32): per output
+// element one chain over the K blocks in ascending order, acc = mma_step_blackwell_mxfp8(A block, its E8M0
+// scale, B block, its scale, acc), starting from C; the fp32 accumulator is carried across blocks, no
+// dequantisation. A: [M][blocks * 32] e4m3 bytes (a short last block zero-padded) with scales SA [M][blocks];
+// B: [N][blocks * 32] with SB [N][blocks]; C: [M,N] f32 with stride ldc. OpenMP over output elements only.
+void model_gemm_mxfp8_blackwell(int64_t M, int64_t N, int64_t blocks, const uint8_t* A, const uint8_t* SA,
+                                const uint8_t* B, const uint8_t* SB, float* C, int64_t ldc);
+
+// The same chain written directly with mma_step_blackwell_mxfp8: the specification model_gemm_mxfp8_blackwell
+// (operands decoded once, the step inlined) is tested against bit for bit.
+void model_gemm_mxfp8_blackwell_scalar(int64_t M, int64_t N, int64_t blocks, const uint8_t* A, const uint8_t* SA,
+                                       const uint8_t* B, const uint8_t* SB, float* C, int64_t ldc);
+
 }  // namespace calico::ref

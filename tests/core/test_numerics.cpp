@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "calico/numerics.h"
@@ -379,17 +380,82 @@ TEST(NumericsMma, ZeroTermRules) {
   for (uint16_t& v : a) v = 0x8000;
   EXPECT_EQ(f32_bits(mma_step_bf16(a, b, -0.0f)), 0u);
   EXPECT_EQ(f32_bits(mma_step_bf16(a, b, 0.0f)), 0u);
-  // FP8 rows (MMA-Sim): a zero operand has exponent -126, so 0 * 2^15 is a term at E = -111 that sets
-  // Emax; with F = 13 the grid is 2^-124 and c = 2^-125 truncates to 0.
+  // FP8 rows: the same -133 rule (issue 10, measured on the H200): 0 * 2^15 is a zero term at -133, so
+  // c = 2^-125 is E_max and survives whole. (The old -126 rule put that term at -111, grid 2^-124: c gone.)
   uint8_t fa[32] = {}, fb[32] = {};
   fb[0] = f32_to_fp8(32768.0f, Fp8Kind::e5m2);
-  EXPECT_EQ(mma_step_hopper_fp8(fa, Fp8Kind::e5m2, fb, Fp8Kind::e5m2, std::ldexp(1.0f, -125)), 0.0f);
-  fb[0] = 0;  // 0 * 0 sits at -252: c's own -125 is Emax and survives
+  EXPECT_EQ(mma_step_hopper_fp8(fa, Fp8Kind::e5m2, fb, Fp8Kind::e5m2, std::ldexp(1.0f, -125)), std::ldexp(1.0f, -125));
+  MmaModelParams legacy = mma_model_params(MmaModel::hopper_fp8);
+  legacy.zero_rule = MmaZeroRule::legacy_minus_126;
+  EXPECT_EQ(mma_step_fp8_with(fa, Fp8Kind::e5m2, 127, fb, Fp8Kind::e5m2, 127, std::ldexp(1.0f, -125), legacy), 0.0f);
+  fb[0] = 0;  // 0 * 0: c's own -125 is Emax and survives under either rule
   EXPECT_EQ(mma_step_hopper_fp8(fa, Fp8Kind::e5m2, fb, Fp8Kind::e5m2, std::ldexp(1.0f, -125)),
             std::ldexp(1.0f, -125));
+  // Blackwell MXFP8: a zero term carries no scale exponents. Scales 2^127 * 2^127 with a zero operand next to
+  // 2^8 and c = 2^-120 (1 + 2^-22): c is E_max and is kept whole (F = 25, 23 fraction bits).
+  uint8_t ma[32] = {}, mb[32] = {};
+  mb[0] = 0x78;  // e4m3 256
+  const float cm = std::ldexp(1.0f + std::ldexp(1.0f, -22), -120);
+  EXPECT_EQ(mma_step_blackwell_mxfp8(ma, Fp8Kind::e4m3, 254, mb, Fp8Kind::e4m3, 254, cm), cm);
+  MmaModelParams legacy_mx = mma_model_params(MmaModel::blackwell_mxfp8);
+  legacy_mx.zero_rule = MmaZeroRule::legacy_minus_126;  // old: E = -126 + 8 + 254 = 136 wipes c
+  EXPECT_EQ(f32_bits(mma_step_fp8_with(ma, Fp8Kind::e4m3, 254, mb, Fp8Kind::e4m3, 254, cm, legacy_mx)), 0u);
   // A zero sum is +0 in the FP8 rows even when every term is -0.
   for (uint8_t& v : fa) v = 0x80;
   EXPECT_EQ(f32_bits(mma_step_hopper_fp8(fa, Fp8Kind::e4m3, fb, Fp8Kind::e4m3, -0.0f)), 0u);
+}
+
+
+// ---- Issue 10: the FP8 zero rule, outputs measured on the H200 ---------------------------------------------
+// Source of every expected value: the H200 measurement quoted in issue 10 (wgmma m64n8k32 FP8, 4,096 tiles, a
+// third of the A rows all +-0; the H200 result is the "expected", the old -126 rule's result is the "old").
+// Bytes in K order as hex, exactly as the issue gives them.
+std::vector<uint8_t> hex_bytes(const char* h) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; h[i] && h[i + 1]; i += 2) out.push_back(static_cast<uint8_t>(std::stoul(std::string(h + i, 2), nullptr, 16)));
+  return out;
+}
+
+TEST(NumericsMma, Fp8ZeroRuleMeasuredOnH200) {
+  struct Measured {
+    const char* what;
+    Fp8Kind kind;
+    const char* a;  // 32 bytes, K order
+    const char* b;
+    uint32_t c, h200, old_rule;
+  };
+  const char* zeros_case1 = "0000008000000000000000808000000000000000800000808000008080000000";  // all +-0
+  const char* all_plus_zero = "0000000000000000000000000000000000000000000000000000000000000000";
+  const char* b_pow2_first = "7800000000000000000000000000000000000000000000000000000000000000";  // b0 = 0x78
+  const Measured cases[] = {
+      {"e5m2, A all +-0 (issue case 1)", Fp8Kind::e5m2, zeros_case1,
+       "06d992fb5b3f4ec0cc501f74aabfb7a2b6eb2b453ce3292143e339a74ec1b25b", 0x80f0deabu, 0x80f0dc00u, 0x00000000u},
+      {"e4m3, same bytes (issue case 1)", Fp8Kind::e4m3, zeros_case1,
+       "06d992fb5b3f4ec0cc501f74aabfb7a2b6eb2b453ce3292143e339a74ec1b25b", 0x80f0deabu, 0x80f0dc00u, 0x80f00000u},
+      // The issue states "a all +-0" without the bytes: the result cannot depend on the zeros' signs (c is
+      // nonzero), so both the +0 pattern and case 1's signed pattern must give the H200's bits.
+      {"e4m3, A all +0 (issue case 2)", Fp8Kind::e4m3, all_plus_zero,
+       "c94e6a4fcbe176186d3e239fbb583d8cdc4aad58bc2db7a2b80129791971777b", 0x00032005u, 0x00032000u, 0x00000000u},
+      {"e4m3, A all +-0 (issue case 2)", Fp8Kind::e4m3, zeros_case1,
+       "c94e6a4fcbe176186d3e239fbb583d8cdc4aad58bc2db7a2b80129791971777b", 0x00032005u, 0x00032000u, 0x00000000u},
+      {"e5m2, A = 0, b0 = 2^15, c = 2^-125", Fp8Kind::e5m2, all_plus_zero, b_pow2_first, 0x01000000u, 0x01000000u,
+       0x00000000u},
+      {"e4m3, A = 0, b0 = 256, c = 0x03c00800", Fp8Kind::e4m3, all_plus_zero, b_pow2_first, 0x03c00800u, 0x03c00800u,
+       0x03c00000u},
+  };
+  MmaModelParams legacy = mma_model_params(MmaModel::hopper_fp8);
+  legacy.zero_rule = MmaZeroRule::legacy_minus_126;
+  for (const Measured& m : cases) {
+    const auto a = hex_bytes(m.a), b = hex_bytes(m.b);
+    ASSERT_EQ(a.size(), 32u) << m.what;
+    ASSERT_EQ(b.size(), 32u) << m.what;
+    for (uint8_t v : a) ASSERT_EQ(v & 0x7F, 0) << m.what << ": A must be all +-0";
+    EXPECT_EQ(f32_bits(mma_step_hopper_fp8(a.data(), m.kind, b.data(), m.kind, bits_f32(m.c))), m.h200) << m.what;
+    // The negative control: the old -126 rule gives what the issue reports for the old model.
+    EXPECT_EQ(f32_bits(mma_step_fp8_with(a.data(), m.kind, 127, b.data(), m.kind, 127, bits_f32(m.c), legacy)),
+              m.old_rule)
+        << m.what;
+  }
 }
 
 }  // namespace

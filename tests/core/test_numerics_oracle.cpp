@@ -1,4 +1,5 @@
-// An independent oracle for the MMA models (DESIGN 2.5 rules, MMA-Sim's zero rules for the FP8 rows).
+// An independent oracle for the MMA models (DESIGN 2.5 rules: zero terms at -133 in every row), and for the
+// old -126 zero rule the probe keeps as its negative control (MmaZeroRule::legacy_minus_126).
 //
 // numerics.h works on integer significands, shifts and clz. The oracle re-derives each step from the rules
 // with different machinery: operand values decoded by their format formulas into doubles, frexp/ldexp
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "calico/numerics.h"
@@ -23,7 +25,7 @@ struct Row {
   MmaModel model;
   int F;
   int out_bits;
-  bool mmasim_zeros;  // zero operand / zero c at exponent -126 and zero sums +0 (FP8 rows)
+  bool legacy_zeros;  // the old rule: zero operand / zero c at exponent -126 (negative control, not a model row)
 };
 
 struct SigExp {
@@ -74,13 +76,13 @@ float oracle_step(const std::vector<double>& a, const std::vector<double>& b, in
   if (std::isinf(check)) return static_cast<float>(check);
 
   std::vector<SigExp> terms;
-  const int zero_e = row.mmasim_zeros ? -126 : -133;
+  const int zero_e = row.legacy_zeros ? -126 : -133;
   const SigExp tc = sig_exp(c, -126);
   terms.push_back(c == 0 ? SigExp{0.0, zero_e} : tc);
   for (size_t i = 0; i < a.size(); ++i) {
     SigExp sa = sig_exp(a[i], emin_a), sb = sig_exp(b[i], emin_b);
     const bool zero = a[i] == 0 || b[i] == 0;
-    if (zero && !row.mmasim_zeros) {
+    if (zero && !row.legacy_zeros) {
       terms.push_back({0.0, -133});
     } else {
       if (a[i] == 0) sa.e = -126;
@@ -96,7 +98,7 @@ float oracle_step(const std::vector<double>& a, const std::vector<double>& b, in
                                : ((std::signbit(a[i - 1]) != std::signbit(b[i - 1])) ? -1.0 : 1.0);
     sum += sign * std::trunc(std::ldexp(terms[i].s, row.F + terms[i].e - emax));
   }
-  if (sum == 0) return 0.0f;  // an exact zero is +0 (H200 for BF16, MMA-Sim for FP8)
+  if (sum == 0) return 0.0f;  // an exact zero is +0 (measured on the H200)
   const int e = std::ilogb(sum) + emax - row.F;  // floor(log2 |result|)
   if (e >= 128) return sum < 0 ? -INFINITY : INFINITY;
   const int lsb = std::max(e, -126) - row.out_bits;
@@ -185,8 +187,8 @@ uint8_t gen_fp8(Gen& g, int mode, Fp8Kind k) {
 
 TEST(NumericsOracle, Fp8RowsMatchIndependentDerivation) {
   Gen g{std::mt19937_64(1130)};
-  const Row hopper{MmaModel::hopper_fp8, 13, 13, true}, mx{MmaModel::blackwell_mxfp8, 25, 23, true};
-  int64_t checked = 0;
+  const Row hopper{MmaModel::hopper_fp8, 13, 13, false}, mx{MmaModel::blackwell_mxfp8, 25, 23, false};
+  int64_t checked = 0, rules_differ = 0;
   for (int t = 0; t < 200000; ++t) {
     const bool is_mx = t % 2 == 1;
     const Row& row = is_mx ? mx : hopper;
@@ -202,9 +204,12 @@ TEST(NumericsOracle, Fp8RowsMatchIndependentDerivation) {
       if (g.pick(500) == 0) sa = kE8m0NaN;
     }
     const int scale = (sa == kE8m0NaN || sb == kE8m0NaN) ? 0 : (sa - 127) + (sb - 127);
+    // One step in 8: A all +-0 (issue 10: all 32 products zero), half of those with a tiny c.
+    const bool zero_row = g.pick(8) == 0, tiny_c = g.pick(2) == 0;
     double hint = 0;
     for (int i = 0; i < 32; ++i) {
       a[i] = gen_fp8(g, mode, ka);
+      if (zero_row) a[i] &= 0x80;
       b[i] = gen_fp8(g, mode, kb);
       if (mode == 2 && i % 2 == 1 && g.pick(2)) { a[i] = a[i - 1] ^ 0x80; b[i] = b[i - 1]; }
       if (ka != kb && mode == 2 && i % 2 == 1) b[i] = b[i - 1];
@@ -212,7 +217,8 @@ TEST(NumericsOracle, Fp8RowsMatchIndependentDerivation) {
       bv[i] = fp8_value(b[i], kb);
       hint += av[i] * bv[i] * std::ldexp(1.0, scale);
     }
-    const float c = gen_c(g, std::isfinite(hint) ? hint : 0.0);
+    float c = gen_c(g, std::isfinite(hint) ? hint : 0.0);
+    if (zero_row && tiny_c) c = as_float((g.u() & 0x80FFFFFFu) | (static_cast<uint32_t>(g.pick(12)) << 23));
     const int emin_a = ka == Fp8Kind::e4m3 ? -6 : -14, emin_b = kb == Fp8Kind::e4m3 ? -6 : -14;
     const bool nan_scale = sa == kE8m0NaN || sb == kE8m0NaN;
     const float want = oracle_step(av, bv, emin_a, emin_b, c, scale, nan_scale, row);
@@ -220,9 +226,20 @@ TEST(NumericsOracle, Fp8RowsMatchIndependentDerivation) {
     ASSERT_EQ(as_bits(got), as_bits(want)) << "case " << t << " mx " << is_mx << " mode " << mode
                                            << " c=0x" << std::hex << as_bits(c) << " scales " << int(sa) << ","
                                            << int(sb);
+    // The old -126 rule (the probe's --compare-model old-zero-rule) against the oracle with that rule.
+    Row legacy_row = row;
+    legacy_row.legacy_zeros = true;
+    MmaModelParams legacy = mma_model_params(row.model);
+    legacy.zero_rule = MmaZeroRule::legacy_minus_126;
+    const float want_old = oracle_step(av, bv, emin_a, emin_b, c, scale, nan_scale, legacy_row);
+    const float got_old = mma_step_fp8_with(a, ka, sa, b, kb, sb, c, legacy);
+    ASSERT_EQ(as_bits(got_old), as_bits(want_old)) << "old rule, case " << t;
+    rules_differ += as_bits(got_old) != as_bits(got);
     ++checked;
   }
   EXPECT_GE(checked, 100000);
+  EXPECT_GT(rules_differ, 100);  // the generator reaches the cases where the two zero rules disagree
+  RecordProperty("fp8_steps_where_old_and_new_zero_rules_differ", std::to_string(rules_differ));
 }
 
 }  // namespace

@@ -22,6 +22,14 @@ check 0 run-r1 "trace:" -- "$CALICO" run --tokens 16 --ranks 1 --runs 2 --out "$
 check 0 run-r2 "trace:" -- "$CALICO" run --tokens 8 --ranks 2 --runs 1 --out "$W/r2.h5"
 check 0 diff-runs "EQUAL" -- "$CALICO" diff "$W/r1.h5"
 check 0 diff-r1-r2 "EQUAL" -- "$CALICO" diff "$W/r1.h5" "$W/r2.h5"
+# The Blackwell MXFP8 path: same global batch at R=1 and R=2, the trace records mma = blackwell-mxfp8.
+check 0 run-bw-r1 "trace:" -- "$CALICO" run --tokens 16 --ranks 1 --dtype mxfp8 --mma blackwell-mxfp8 --out "$W/bw1.h5"
+check 0 run-bw-r2 "trace:" -- "$CALICO" run --tokens 8 --ranks 2 --dtype mxfp8 --mma blackwell-mxfp8 --out "$W/bw2.h5"
+check 0 diff-bw-r1-r2 "EQUAL" -- "$CALICO" diff "$W/bw1.h5" "$W/bw2.h5"
+if command -v h5dump >/dev/null; then
+  check 0 trace-mma-attr "blackwell-mxfp8" -- h5dump -a /spec/mma "$W/bw1.h5"
+fi
+check 2 run-bw-needs-mxfp8 "or blackwell-mxfp8 with --dtype mxfp8" -- "$CALICO" run --tokens 8 --mma blackwell-mxfp8
 check 2 diff-bad-tolerance "calico: error: --tolerance" -- "$CALICO" diff "$W/r1.h5" --tolerance ulp:x
 head -c 3000 "$W/r1.h5" > "$W/cut.h5"
 check 2 diff-truncated "calico: error: trace" -- "$CALICO" diff "$W/cut.h5"

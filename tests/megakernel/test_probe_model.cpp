@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
 
+#include "calico/error.h"
+#include "calico/megakernel.h"
 #include "calico/numerics.h"
 #include "probe/probe_model.h"
 
@@ -76,6 +79,155 @@ TEST(ProbeModel, TargetedVectorsCoverEveryFamily) {
                         "zero_sign_underflow", "nan_a", "inf_minus_inf", "overflow_products", "subnormal_operand",
                         "all_values"})
     EXPECT_TRUE(names.count(n)) << n;
+}
+
+TEST(ProbeModel, EdgeFamiliesAreInTheTargetedSet) {
+  struct Case {
+    OperandFormat f;
+    MmaModel model;
+    int k;
+  };
+  for (const Case& cs : {Case{OperandFormat::bf16(), MmaModel::hopper_bf16, 16},
+                         Case{OperandFormat::fp8_of(Fp8Kind::e4m3), MmaModel::hopper_fp8, 32},
+                         Case{OperandFormat::fp8_of(Fp8Kind::e5m2), MmaModel::blackwell_mxfp8, 32}}) {
+    const auto tv = targeted_vectors(cs.f, cs.k, cs.model, 1);
+    const auto edges = edge_vectors(cs.f, cs.k, cs.model, 1);
+    std::set<std::string> names;
+    for (const auto& v : tv) names.insert(v.name);
+    for (const auto& v : edges) {
+      EXPECT_TRUE(names.count(v.name)) << v.name;
+      ASSERT_EQ(static_cast<int>(v.a.size()), cs.k) << v.name;
+      ASSERT_EQ(static_cast<int>(v.b.size()), cs.k) << v.name;
+      if (cs.model != MmaModel::blackwell_mxfp8) {
+        EXPECT_TRUE(v.sa == 127 && v.sb == 127) << v.name;
+      }
+    }
+    for (const char* n : {"edge_zero_row_c_large", "edge_zero_row_c_small", "edge_zero_row_c_subnormal",
+                          "edge_zero_col_c_large", "edge_zero_col_c_small", "edge_zero_col_c_subnormal",
+                          "edge_zero_products_c_zero", "edge_underflow_c_zero", "edge_huge_and_tiny",
+                          "edge_nan_lane_a", "edge_nan_lane_b"})
+      EXPECT_TRUE(names.count(n)) << n;
+    if (cs.f.has_inf()) {
+      EXPECT_TRUE(names.count("edge_inf_lane") && names.count("edge_inf_times_zero_lane"));
+    }
+    if (cs.f.fp8) {
+      EXPECT_TRUE(names.count("edge_h200_issue10"));
+    }
+    EXPECT_EQ(names.count("edge_mx_scale_zero_operand"), cs.model == MmaModel::blackwell_mxfp8 ? 1u : 0u);
+  }
+}
+
+// Issue 10's negative control, on the host: the edge families contain steps where the model (zero terms at
+// -133) and the old -126 rule give different bits, for every instruction's format, so a probe run against
+// a GPU that follows one of them tells the two apart. Per family, the count of such vectors.
+TEST(ProbeModel, EdgeFamiliesSeparateTheOldZeroRule) {
+  struct Case {
+    const char* what;
+    OperandFormat f;
+    MmaModel model;
+    int k;
+  };
+  for (const Case& cs : {Case{"bf16", OperandFormat::bf16(), MmaModel::hopper_bf16, 16},
+                         Case{"hopper e4m3", OperandFormat::fp8_of(Fp8Kind::e4m3), MmaModel::hopper_fp8, 32},
+                         Case{"hopper e5m2", OperandFormat::fp8_of(Fp8Kind::e5m2), MmaModel::hopper_fp8, 32},
+                         Case{"mx e4m3", OperandFormat::fp8_of(Fp8Kind::e4m3), MmaModel::blackwell_mxfp8, 32},
+                         Case{"mx e5m2", OperandFormat::fp8_of(Fp8Kind::e5m2), MmaModel::blackwell_mxfp8, 32}}) {
+    MmaModelParams old{};
+    ASSERT_TRUE(compare_model_params(cs.model, "old-zero-rule", old));
+    const MmaModelParams now = mma_model_params(cs.model);
+    std::map<std::string, int> differ;
+    for (const auto& v : edge_vectors(cs.f, cs.k, cs.model, 1)) {
+      const uint32_t a = model_step_with(cs.f, now, v.a.data(), v.b.data(), v.c, v.sa, v.sb);
+      const uint32_t b = model_step_with(cs.f, old, v.a.data(), v.b.data(), v.c, v.sa, v.sb);
+      differ[v.name] += a != b;
+      // the shortcut of the probe's compare column: without a zero term the rules cannot differ
+      if (!has_zero_term(cs.f, v.a.data(), v.b.data(), v.c, cs.k)) {
+        EXPECT_EQ(a, b) << v.name;
+      }
+    }
+    for (const char* n : {"edge_zero_row_c_small", "edge_zero_row_c_subnormal", "edge_zero_col_c_small",
+                          "edge_zero_col_c_subnormal"})
+      EXPECT_GT(differ[n], 0) << cs.what << " " << n;
+    if (cs.f.fp8) {
+      EXPECT_GT(differ["edge_h200_issue10"], 0) << cs.what;
+    }
+    if (cs.model == MmaModel::blackwell_mxfp8) {
+      EXPECT_GT(differ["edge_mx_scale_zero_operand"], 0) << cs.what;
+      EXPECT_GT(differ["edge_underflow_c_zero"], 0) << cs.what;
+    }
+    if (!cs.f.fp8) {
+      EXPECT_GT(differ["edge_underflow_c_zero"], 0) << cs.what;
+    }
+    // Specials decide before any zero rule: NaN/inf lanes never separate the rules.
+    EXPECT_EQ(differ["edge_nan_lane_a"] + differ["edge_nan_lane_b"] + differ["edge_inf_lane"], 0) << cs.what;
+    std::string line;
+    for (const auto& [name, n] : differ) line += " " + name + "=" + std::to_string(n);
+    RecordProperty(std::string("old_rule_differs_") + cs.what, line);
+  }
+  // flat-126 (every zero term at -126): identical to the model for Hopper FP8 (no FP8 product or nonzero C
+  // lies below 2^-126), told apart by the underflow family for bf16 and MX (products below 2^-126).
+  for (const Case& cs : {Case{"bf16", OperandFormat::bf16(), MmaModel::hopper_bf16, 16},
+                         Case{"hopper e4m3", OperandFormat::fp8_of(Fp8Kind::e4m3), MmaModel::hopper_fp8, 32},
+                         Case{"hopper e5m2", OperandFormat::fp8_of(Fp8Kind::e5m2), MmaModel::hopper_fp8, 32},
+                         Case{"mx e4m3", OperandFormat::fp8_of(Fp8Kind::e4m3), MmaModel::blackwell_mxfp8, 32}}) {
+    MmaModelParams flat{};
+    ASSERT_TRUE(compare_model_params(cs.model, "flat-126", flat));
+    const MmaModelParams now = mma_model_params(cs.model);
+    std::map<std::string, int> differ;
+    for (const auto& v : targeted_vectors(cs.f, cs.k, cs.model, 1))
+      differ[v.name] += model_step_with(cs.f, now, v.a.data(), v.b.data(), v.c, v.sa, v.sb) !=
+                        model_step_with(cs.f, flat, v.a.data(), v.b.data(), v.c, v.sa, v.sb);
+    int total = 0;
+    for (const auto& [name, n] : differ) total += n;
+    if (cs.model == MmaModel::hopper_fp8) {
+      EXPECT_EQ(total, 0) << cs.what;
+    } else {
+      EXPECT_GT(differ["edge_underflow_c_zero"], 0) << cs.what;
+    }
+  }
+  MmaModelParams unused{};
+  EXPECT_FALSE(compare_model_params(MmaModel::hopper_fp8, "none", unused));
+  EXPECT_THROW(compare_model_params(MmaModel::hopper_fp8, "mmasim", unused), Error);
+}
+
+// The whole probe pipeline on the host (--model-as-device: the model stands in for the GPU): generation,
+// tile placement (E8M0 scales of the targeted vectors included), per-family counting, the compare column of
+// the summary and JSON. The model matches itself everywhere; the old rule must fail on the new families.
+TEST(ProbeModel, ModelAsDeviceRunShowsTheNegativeControl) {
+  for (const char* instr : {"wgmma.e5m2", "tcgen05.mxf8.e4m3"}) {
+    ProbeMmaOptions o;
+    o.instr = instr;
+    o.cases = 288;
+    o.model_as_device = true;
+    const ProbeMmaReport rep = probe_mma(o);
+    EXPECT_EQ(rep.total_mismatches(), 0) << instr;
+    EXPECT_EQ(rep.compare_model, "old-zero-rule");
+    std::map<std::string, ProbeFamilyResult> fam;
+    for (const auto& f : rep.families) fam[f.family] = f;
+    ASSERT_TRUE(fam.count("zero_rows")) << instr;
+    EXPECT_GT(fam["zero_rows"].compare_mismatches, 0) << instr;
+    EXPECT_GT(fam["targeted:edge_zero_row_c_subnormal"].compare_mismatches, 0) << instr;
+    EXPECT_GT(fam["targeted:edge_h200_issue10"].compare_mismatches, 0) << instr;
+    if (std::string(instr).rfind("tcgen05", 0) == 0) {
+      EXPECT_GT(fam["targeted:edge_mx_scale_zero_operand"].compare_mismatches, 0) << instr;
+    }
+    EXPECT_GT(rep.total_compare_mismatches(), 0);
+    EXPECT_NE(rep.summary().find("old-zero-rule"), std::string::npos);
+    EXPECT_NE(rep.to_json().find("\"compare_mismatches\""), std::string::npos);
+  }
+  ProbeMmaOptions none;
+  none.instr = "mma.sync.bf16";
+  none.cases = 64;
+  none.targeted = false;
+  none.compare_model = "none";
+  none.model_as_device = true;
+  const ProbeMmaReport rep = probe_mma(none);
+  EXPECT_EQ(rep.compare_model, "none");
+  EXPECT_EQ(rep.total_compare_mismatches(), 0);
+  EXPECT_EQ(rep.summary().find("old-zero-rule"), std::string::npos);
+  ProbeMmaOptions bad = none;
+  bad.compare_model = "nope";
+  EXPECT_THROW(probe_mma(bad), Error);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "calico/core.h"
@@ -13,9 +14,11 @@ using namespace calico;
 
 namespace {
 
-LayerSpec tiny(DType dtype = DType::bf16, bool shared = true, float clamp = 0.0f) {
+LayerSpec tiny(DType dtype = DType::bf16, bool shared = true, float clamp = 0.0f,
+               MmaModel mma = MmaModel::hopper_bf16) {
   LayerSpec s = load_preset("tiny");
   s.dtype = dtype;
+  s.mma = mma;
   if (!shared) s.shared_intermediate = 0;
   if (clamp > 0) s.swiglu_limit = clamp;
   return s;
@@ -182,23 +185,63 @@ TEST(Reference, ContractMatchesFloat64WithinTheBf16Bound) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// MXFP8 (Hopper and Blackwell paths) vs float64 mode. float64 sees the unquantised bf16 operands, so the
+// error is dominated by the e4m3 quantisation of every GEMM operand: RNE to 3 fraction bits has relative
+// error <= u8 = 2^-4 per element (elements far below their block's amax lose more in absolute terms, but
+// at most 2^-10 of amax: negligible normwise), so a GEMM with both operands quantised is off by <= 2 u8
+// normwise (random-matrix GEMMs preserving norms). Propagated as in the bf16 bound above, with u8 in place
+// of u for the GEMM operands (the bf16 roundings add <= 5.3u = 0.33 u8 on top):
+//   g,u: 2u8;  h: 1.3 * 2u8 + 2u8 = 4.6u8;  y: 4.6u8 + 2u8 = 6.6u8;  out: ~7u8.
+//   d_h: 2u8;  d_g, d_u: 2u8 + 2u8 (silu_grad of g) + 2u8 (h/u terms) = 6u8;  d_x_k: 8u8;  d_x: 8u8;
+//   d_w_*: the gradient (6u8) and the activation (4.6u8) quantised again along the token dimension: 8.6u8.
+// Worst case 9u8 = 0.56; rounding errors are random, so the measured ratios sit well below it (about
+// 0.5-1.5 u8). The test asks for 4 u8 = 0.25: loose enough for every seed, tight enough that a structural
+// error (a wrong scale, operand, K order or block) which is O(1) fails it.
+// ---------------------------------------------------------------------------------------------------------
+TEST(Reference, Mxfp8MatchesFloat64WithinTheMxfp8Bound) {
+  for (MmaModel mma : {MmaModel::hopper_bf16, MmaModel::blackwell_mxfp8}) {
+    const LayerSpec spec = tiny(DType::mxfp8, true, 0.0f, mma);
+    const RunRequest req = request(spec, 2, 96, 3);
+    const RunResult c = ref::run_reference(req, ref::ReferenceMode::contract);
+    const RunResult f = ref::run_reference(req, ref::ReferenceMode::float64);
+    const double u8 = std::ldexp(1.0, -4);
+    for (const char* name : {"out", "d_x", "d_router_weights", "d_w_gate", "d_w_up", "d_w_down", "d_ws_gate",
+                             "d_ws_up", "d_ws_down"}) {
+      const auto a = global_values(c, name), b = global_values(f, name);
+      ASSERT_EQ(a.size(), b.size()) << name;
+      double num = 0, den = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+      }
+      ASSERT_GT(den, 0) << name;
+      const double rel = std::sqrt(num / den);
+      EXPECT_LT(rel, 4 * u8) << name << " (" << to_string(mma) << ")";
+      std::printf("mxfp8 %-15s %-18s rel err %.4f = %.2f u8\n", to_string(mma), name, rel, rel / u8);
+      RecordProperty(std::string(name) + "_" + to_string(mma) + "_rel_err_in_u8", std::to_string(rel / u8));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // The headline property (DESIGN 2.3).
 // ---------------------------------------------------------------------------------------------------------
 struct Variant {
   DType dtype;
   bool shared;
   float clamp;
+  MmaModel mma = MmaModel::hopper_bf16;
 };
 
 void PrintTo(const Variant& v, std::ostream* os) {
-  *os << to_string(v.dtype) << (v.shared ? " shared" : "") << (v.clamp > 0 ? " clamp" : "");
+  *os << to_string(v.dtype) << (v.shared ? " shared" : "") << (v.clamp > 0 ? " clamp" : "") << " " << to_string(v.mma);
 }
 
 class PartitionInvariance : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(PartitionInvariance, BitwiseIdenticalAcrossRanksAndRuns) {
   const Variant v = GetParam();
-  const LayerSpec spec = tiny(v.dtype, v.shared, v.clamp);
+  const LayerSpec spec = tiny(v.dtype, v.shared, v.clamp, v.mma);
   const int64_t N = 64;
   const RunResult base = ref::run_reference(request(spec, 1, N, 21, 1), ref::ReferenceMode::contract);
   for (const char* name : kInvariant) {
@@ -227,10 +270,13 @@ INSTANTIATE_TEST_SUITE_P(Reference, PartitionInvariance,
                          ::testing::Values(Variant{DType::bf16, true, 0}, Variant{DType::bf16, false, 0},
                                            Variant{DType::bf16, true, 1.0f}, Variant{DType::bf16, false, 1.0f},
                                            Variant{DType::mxfp8, true, 0}, Variant{DType::mxfp8, false, 0},
-                                           Variant{DType::mxfp8, true, 1.0f}, Variant{DType::mxfp8, false, 1.0f}),
+                                           Variant{DType::mxfp8, true, 1.0f}, Variant{DType::mxfp8, false, 1.0f},
+                                           Variant{DType::mxfp8, true, 0, MmaModel::blackwell_mxfp8},
+                                           Variant{DType::mxfp8, false, 1.0f, MmaModel::blackwell_mxfp8}),
                          [](const auto& info) {
                            return std::string(to_string(info.param.dtype)) + (info.param.shared ? "_shared" : "") +
-                                  (info.param.clamp > 0 ? "_clamp" : "");
+                                  (info.param.clamp > 0 ? "_clamp" : "") +
+                                  (info.param.mma == MmaModel::blackwell_mxfp8 ? "_blackwell" : "");
                          });
 
 TEST(Reference, DtypeAndClampReallyChangeTheResult) {
@@ -240,6 +286,14 @@ TEST(Reference, DtypeAndClampReallyChangeTheResult) {
   EXPECT_FALSE(global_bytes(bf, "out") == global_bytes(mx, "out"));
   EXPECT_FALSE(global_bytes(bf, "out") == global_bytes(cl, "out"));
   EXPECT_FALSE(global_bytes(bf, "d_w_gate") == global_bytes(mx, "d_w_gate"));
+  // The Blackwell MXFP8 path (block-scaled MMA model, 32 per step) differs from the Hopper one (dequantise,
+  // BF16 model, 16 per step) in the fp32 weight gradients; the bf16 outputs may round to the same bits.
+  // (128 tokens: experts get > 32 rows, so the wgrad chains have more than one step in both paths.)
+  const RunResult mx128 = ref::run_reference(request(tiny(DType::mxfp8), 2, 128, 4), ref::ReferenceMode::contract);
+  const RunResult bw = ref::run_reference(request(tiny(DType::mxfp8, true, 0, MmaModel::blackwell_mxfp8), 2, 128, 4),
+                                          ref::ReferenceMode::contract);
+  for (const char* name : {"d_w_gate", "d_w_up", "d_w_down"})
+    EXPECT_FALSE(global_bytes(bw, name) == global_bytes(mx128, name)) << name;
 }
 
 TEST(Reference, StageBuffersHaveTheScheduledSizes) {
@@ -269,8 +323,9 @@ TEST(Reference, StageBuffersHaveTheScheduledSizes) {
 // Threads 1 vs 2 on a batch large enough that the element-wise loops (not only the GEMMs) run in parallel;
 // the shared+clamp variants in bf16 and mxfp8 (the others are covered at one thread above, time budget).
 TEST(Reference, BitwiseIdenticalForOneAndTwoThreads) {
-  for (const Variant v : {Variant{DType::bf16, true, 1.0f}, Variant{DType::mxfp8, true, 1.0f}}) {
-    const LayerSpec spec = tiny(v.dtype, v.shared, v.clamp);
+  for (const Variant v : {Variant{DType::bf16, true, 1.0f}, Variant{DType::mxfp8, true, 1.0f},
+                          Variant{DType::mxfp8, true, 1.0f, MmaModel::blackwell_mxfp8}}) {
+    const LayerSpec spec = tiny(v.dtype, v.shared, v.clamp, v.mma);
     const RunResult t1 = ref::run_reference(request(spec, 2, 512, 5, 1), ref::ReferenceMode::contract);
     const RunResult t2 = ref::run_reference(request(spec, 2, 512, 5, 2), ref::ReferenceMode::contract);
     for (const auto& t : t1.ranks[0].tensors)

@@ -122,6 +122,12 @@ TEST(ReferenceErrors, NonBf16MmaModel) {
   r.spec.mma = MmaModel::hopper_fp8;
   EXPECT_MENTIONS(run_error(r), "--mma must be a bf16 model");
   EXPECT_MENTIONS(run_error(r), "got 'hopper-fp8'");
+  // blackwell-mxfp8 is the Blackwell MXFP8 GEMM path: only with --dtype mxfp8.
+  RunRequest b = good_request();
+  b.spec.mma = MmaModel::blackwell_mxfp8;
+  b.spec.dtype = DType::bf16;
+  EXPECT_MENTIONS(run_error(b), "or blackwell-mxfp8 with --dtype mxfp8");
+  EXPECT_MENTIONS(run_error(b), "got 'blackwell-mxfp8' with --dtype bf16");
 }
 
 TEST(ReferenceErrors, BadModeAndThreads) {

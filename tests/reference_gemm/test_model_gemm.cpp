@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -182,6 +183,73 @@ TEST(ModelGemm, BlackwellBf16SameChain) {
   model_gemm_bf16_scalar(MmaModel::blackwell_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
   model_gemm_bf16(MmaModel::blackwell_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N);
   for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "element " << i;
+}
+
+// ---- Blackwell MXFP8 (model_gemm_mxfp8_blackwell vs its scalar specification) ----------------------------
+// e4m3 elements of every kind (zeros of both signs, subnormals, normals, the NaN code), E8M0 scales near 2^0,
+// anywhere, at the extremes and NaN, whole zero rows (issue 10's case), C of every kind; odd shapes, 1 vs 2
+// threads.
+TEST(ModelGemmMxfp8, FastEqualsScalarSpecification) {
+  std::mt19937_64 rng(1010);
+  std::uniform_int_distribution<uint32_t> u;
+  struct Shape { int64_t M, N, blocks; };
+  int64_t checked = 0, nan_out = 0;
+  for (const Shape sh : {Shape{1, 1, 1}, Shape{7, 5, 3}, Shape{17, 33, 2}, Shape{9, 16, 8}, Shape{24, 20, 5}}) {
+    for (int mix = 0; mix < 4; ++mix) {
+      const int64_t K = sh.blocks * 32;
+      std::vector<uint8_t> A(sh.M * K), B(sh.N * K), SA(sh.M * sh.blocks), SB(sh.N * sh.blocks);
+      auto elem = [&]() -> uint8_t {
+        const uint32_t r = u(rng);
+        switch (mix) {
+          case 0: return static_cast<uint8_t>(0x30 + r % 0x18) | ((r >> 8) & 0x80);  // near 1
+          case 1: return static_cast<uint8_t>(r);                                    // any code (NaN too)
+          case 2: return (r % 3 == 0) ? static_cast<uint8_t>(r & 0x80) : static_cast<uint8_t>(r % 0x7F);  // zeros
+          default: return static_cast<uint8_t>(((r >> 8) & 0x80) | (r % 16));        // subnormal / tiny
+        }
+      };
+      auto scale = [&]() -> uint8_t {
+        const uint32_t r = u(rng) % 16;
+        if (r < 8) return static_cast<uint8_t>(120 + u(rng) % 16);
+        if (r < 13) return static_cast<uint8_t>(u(rng) % 255);
+        if (r < 15) return static_cast<uint8_t>(r == 13 ? 0 : 254);
+        return mix == 1 ? uint8_t{0xFF} : uint8_t{127};
+      };
+      for (auto& v : A) v = elem();
+      for (auto& v : B) v = elem();
+      for (auto& v : SA) v = scale();
+      for (auto& v : SB) v = scale();
+      if (sh.M > 2)
+        for (int64_t k = 0; k < K; ++k) A[1 * K + k] = (k % 3) ? 0x00 : 0x80;  // a whole +-0 row
+      const int64_t ldc = sh.N + 1;
+      std::vector<float> C0(sh.M * ldc);
+      for (auto& v : C0) {
+        const uint32_t r = u(rng);
+        switch (r % 6) {
+          case 0: v = (r & 8) ? -0.0f : 0.0f; break;
+          case 1: v = bits_f32(u(rng)); break;                                            // any pattern
+          case 2: v = bits_f32((u(rng) & 0x807FFFFFu) | ((u(rng) % 8) << 23)); break;     // tiny / subnormal
+          default: v = bits_f32((u(rng) & 0x807FFFFFu) | ((110u + u(rng) % 30) << 23)); break;
+        }
+      }
+      std::vector<float> want = C0;
+      model_gemm_mxfp8_blackwell_scalar(sh.M, sh.N, sh.blocks, A.data(), SA.data(), B.data(), SB.data(),
+                                        want.data(), ldc);
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        std::vector<float> got = C0;
+        model_gemm_mxfp8_blackwell(sh.M, sh.N, sh.blocks, A.data(), SA.data(), B.data(), SB.data(), got.data(), ldc);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
+              << "M " << sh.M << " N " << sh.N << " blocks " << sh.blocks << " mix " << mix << " index " << i;
+      }
+      for (float w : want) {
+        ++checked;
+        nan_out += std::isnan(w);
+      }
+    }
+  }
+  EXPECT_GT(checked, 3000);
+  EXPECT_GT(nan_out, 10);  // the NaN rules were exercised
 }
 
 }  // namespace

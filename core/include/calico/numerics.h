@@ -303,17 +303,21 @@ CALICO_HD float calico_silu_grad(float g) {
 // -126) for c. All terms are truncated toward zero to multiples of 2^(Emax - F), summed exactly, normalised
 // once and rounded toward zero to `out_fraction_bits` on a grid that stops at 2^(-126 - out_fraction_bits).
 //
-// Zero terms and zero sums differ between the rows:
-//  - BF16 rows (DESIGN 2.5, matched on our H200 for mma.sync bf16): any zero term has E = -133; a zero sum
-//    is -0 only when every term is a negative zero.
-//  - FP8 rows follow MMA-Sim (github.com/microsoft/MMA-Sim, mmasim/simulator/arithmetic.py,
-//    extract_significand_exponent / fused_dot_add / nv_fused_dot_add; nv_ptx.py wgmma and
-//    tcgen05mma_block_scale): a zero operand decodes with exponent -126, so a zero product keeps
-//    E = -126 + e_other (+ both scale exponents), a zero c has E = -126, and a zero sum is +0 (their
-//    truncation drops the sign). Hopper wgmma FP8: F = 13 and the result keeps 13 fraction bits ("f32_e8m13"),
-//    so below 2^-126 its grid is 2^-139. Blackwell kind::mxf8f6f4 (K = 32): F = 25, fp32 RZ. NaN rules are
-//    theirs too: the products and c summed in float64 give NaN (any NaN input or E8M0 NaN scale, inf*0,
-//    +inf with -inf) -> 0x7FFFFFFF, or inf -> that inf.
+// Zero terms (DESIGN 2.5 rule 3): a zero product or a zero c is a term with E = -133 and no scale
+// exponents, in every row. BF16: matched on our H200 (mma.sync, wgmma). FP8: the wgmma e4m3/e5m2 outputs of
+// issue 10 measured on the H200 (all 32 products zero, tiny c: c is kept on the 2^-139 grid that E_max = e_c
+// gives) follow it and not the -126 rule; regression tests/core/test_numerics.cpp
+// NumericsMma.Fp8ZeroRuleMeasuredOnH200; the full probe re-run is megakernel/PROBE.md's. The old rule came
+// from an MMA-Sim snapshot (github.com/microsoft/MMA-Sim) that decoded a zero operand with exponent -126, so
+// a zero product kept E = -126 + e_other + scales and could set E_max; it is kept only as
+// MmaZeroRule::legacy_minus_126, the probe's negative control (`--compare-model old-zero-rule`). Another
+// MMA-Sim snapshot puts every zero term at a flat -126 (mmasim/arithmetic/fdpa.py truncated_fused_sum, "TODO:
+// handle zero"): MmaZeroRule::flat_minus_126 (`--compare-model flat-126`). For Hopper FP8 it gives the same
+// bits as -133 (no FP8 product or nonzero c has E < -126); BF16 and MX with small scales tell them apart.
+// A zero sum is +0 in every row, whatever the terms' signs (measured on the H200).
+// Hopper wgmma FP8: F = 13 and the result keeps 13 fraction bits ("f32_e8m13"), so below 2^-126 its grid
+// is 2^-139. Blackwell kind::mxf8f6f4 (K = 32): F = 25, fp32 RZ. NaN rules: the products and c summed in
+// float64 give NaN (any NaN input or E8M0 NaN scale, inf*0, +inf with -inf) -> 0x7FFFFFFF, or inf -> that inf.
 // ---------------------------------------------------------------------------------------------------------
 enum class MmaModel : uint8_t {
   hopper_bf16,       // wgmma k16 / mma.sync m16n8k16 bf16, fp32 accumulate: L=16, F=25
@@ -323,8 +327,10 @@ enum class MmaModel : uint8_t {
 };
 
 enum class MmaZeroRule : uint8_t {
-  fixed_minus_133,  // BF16 rows: zero terms at E = -133; all-negative-zero terms give -0
-  mmasim,           // FP8 rows: zero operand and zero c decode with exponent -126; a zero sum is +0
+  fixed_minus_133,   // every row: a zero product or zero c is a term at E = -133, no scale exponents
+  legacy_minus_126,  // NOT a model row: the old MMA-Sim snapshot's rule (zero operand and zero c decode with
+                     // exponent -126, a zero product keeps e_other and the scales); the probe's negative control
+  flat_minus_126,    // NOT a model row: every zero term at E = -126, no other exponent (a comparison model)
 };
 
 struct MmaModelParams {
@@ -337,9 +343,9 @@ struct MmaModelParams {
 CALICO_HD MmaModelParams mma_model_params(MmaModel m) {
   switch (m) {
     case MmaModel::hopper_bf16: return {16, 25, 23, MmaZeroRule::fixed_minus_133};
-    case MmaModel::hopper_fp8: return {32, 13, 13, MmaZeroRule::mmasim};
+    case MmaModel::hopper_fp8: return {32, 13, 13, MmaZeroRule::fixed_minus_133};
     case MmaModel::blackwell_bf16: return {16, 25, 23, MmaZeroRule::fixed_minus_133};
-    case MmaModel::blackwell_mxfp8: return {32, 25, 23, MmaZeroRule::mmasim};
+    case MmaModel::blackwell_mxfp8: return {32, 25, 23, MmaZeroRule::fixed_minus_133};
   }
   return {16, 25, 23, MmaZeroRule::fixed_minus_133};
 }
@@ -378,15 +384,16 @@ CALICO_HD MmaOperand decode_fp8_operand(uint8_t v, Fp8Kind kind) {
   return {frac | (1u << fmt.fraction_bits), exp_field - fmt.bias, fmt.fraction_bits, neg, false};
 }
 
-constexpr int kMmaZeroTermExponent = -133;    // BF16 rows
-constexpr int kMmaSimZeroOperandExponent = -126;  // FP8 rows (MMA-Sim): exponent of a zero operand or zero c
+constexpr int kMmaZeroTermExponent = -133;          // every row: exponent of a zero term
+constexpr int kLegacyZeroOperandExponent = -126;    // legacy_minus_126 / flat_minus_126 only (comparison models)
 
 CALICO_HD MmaTerm mma_product_term(const MmaOperand& a, const MmaOperand& b, int scale_exponent,
                                    MmaZeroRule rule = MmaZeroRule::fixed_minus_133) {
   const bool neg = a.negative != b.negative;
   if (a.zero || b.zero) {
     if (rule == MmaZeroRule::fixed_minus_133) return {0, kMmaZeroTermExponent, 0, neg};
-    const int ea = a.zero ? kMmaSimZeroOperandExponent : a.e, eb = b.zero ? kMmaSimZeroOperandExponent : b.e;
+    if (rule == MmaZeroRule::flat_minus_126) return {0, kLegacyZeroOperandExponent, 0, neg};
+    const int ea = a.zero ? kLegacyZeroOperandExponent : a.e, eb = b.zero ? kLegacyZeroOperandExponent : b.e;
     return {0, ea + eb + scale_exponent, 0, neg};
   }
   return {static_cast<int64_t>(a.m) * b.m, a.e + b.e + scale_exponent, a.p + b.p, neg};
@@ -399,7 +406,7 @@ CALICO_HD MmaTerm mma_accumulator_term(float c, MmaZeroRule rule = MmaZeroRule::
   const uint32_t frac = u & 0x7FFFFFu;
   if (exp_field == 0) {
     if (frac == 0)
-      return {0, rule == MmaZeroRule::fixed_minus_133 ? kMmaZeroTermExponent : kMmaSimZeroOperandExponent, 0, neg};
+      return {0, rule == MmaZeroRule::fixed_minus_133 ? kMmaZeroTermExponent : kLegacyZeroOperandExponent, 0, neg};
     return {frac, -126, 23, neg};
   }
   return {static_cast<int64_t>(frac | 0x800000u), exp_field - 127, 23, neg};
@@ -418,7 +425,7 @@ CALICO_HD int64_t mma_aligned_term(const MmaTerm& t, int emax, int F) {
 // Normalise sum * 2^unit_exponent once and round toward zero to `fraction_bits` bits below the leading bit,
 // the exponent clamped at -126 as fp32 does (so 23 bits give the fp32 subnormal grid 2^-149, 13 bits give
 // 2^-139). |result| >= 2^128 gives inf. An exact zero is +0, whatever the terms' signs: measured on the H200
-// for BF16 (mma.sync and wgmma, megakernel/PROBE.md) and MMA-Sim's rule for the FP8 rows.
+// for BF16 (mma.sync and wgmma, megakernel/PROBE.md) and FP8 (wgmma e4m3/e5m2).
 CALICO_HD float mma_round_toward_zero(int64_t sum, int unit_exponent, int fraction_bits) {
   if (sum == 0) return 0.0f;
   const bool neg = sum < 0;
@@ -485,21 +492,26 @@ CALICO_HD bool bf16_is_nan(uint16_t v) { return (v & 0x7FFF) > 0x7F80; }
 CALICO_HD bool bf16_is_inf(uint16_t v) { return (v & 0x7FFF) == 0x7F80; }
 
 // BF16 step: c + sum_{i<16} a[i]*b[i] (Hopper wgmma/mma.sync and Blackwell tcgen05 kind::f16 share it).
-CALICO_HD float mma_step_bf16(const uint16_t* a, const uint16_t* b, float c, MmaModel model = MmaModel::hopper_bf16) {
-  const MmaModelParams p = mma_model_params(model);
+// mma_step_bf16_with takes the parameters explicitly (the probe's comparison models); mma_step_bf16 uses the
+// model's row.
+CALICO_HD float mma_step_bf16_with(const uint16_t* a, const uint16_t* b, float c, const MmaModelParams& p) {
   MmaSpecials specials;
   MmaTerm terms[17];
   for (int i = 0; i < 16; ++i) {
     const MmaOperand da = decode_bf16_operand(a[i]), db = decode_bf16_operand(b[i]);
     specials.add_product(bf16_is_nan(a[i]), bf16_is_inf(a[i]), da.zero, da.negative, bf16_is_nan(b[i]),
                          bf16_is_inf(b[i]), db.zero, db.negative);
-    terms[i] = mma_product_term(da, db, 0);
+    terms[i] = mma_product_term(da, db, 0, p.zero_rule);
   }
   specials.add_accumulator(c);
   float out;
   if (specials.resolve(out)) return out;
-  terms[16] = mma_accumulator_term(c);
+  terms[16] = mma_accumulator_term(c, p.zero_rule);
   return mma_fused_sum(terms, 17, p);
+}
+
+CALICO_HD float mma_step_bf16(const uint16_t* a, const uint16_t* b, float c, MmaModel model = MmaModel::hopper_bf16) {
+  return mma_step_bf16_with(a, b, c, mma_model_params(model));
 }
 
 CALICO_HD bool fp8_is_nan(uint8_t v, Fp8Kind kind) {
@@ -510,9 +522,9 @@ CALICO_HD bool fp8_is_inf(uint8_t v, Fp8Kind kind) { return kind == Fp8Kind::e5m
 
 // FP8 step: c + sum_{i<32} a[i]*b[i] * 2^(scale_a + scale_b). Hopper wgmma (no scales: pass 127/127, i.e.
 // 2^0) and Blackwell kind::mxf8f6f4 block_scale (one E8M0 scale per operand per 32-block).
-CALICO_HD float mma_step_fp8(const uint8_t* a, Fp8Kind ka, uint8_t scale_a, const uint8_t* b, Fp8Kind kb,
-                             uint8_t scale_b, float c, MmaModel model) {
-  const MmaModelParams p = mma_model_params(model);
+// mma_step_fp8_with takes the parameters explicitly (the probe's comparison models).
+CALICO_HD float mma_step_fp8_with(const uint8_t* a, Fp8Kind ka, uint8_t scale_a, const uint8_t* b, Fp8Kind kb,
+                                  uint8_t scale_b, float c, const MmaModelParams& p) {
   MmaSpecials specials;
   if (e8m0_is_nan(scale_a) || e8m0_is_nan(scale_b)) specials.nan = true;
   const int scale_exponent = e8m0_exponent(scale_a) + e8m0_exponent(scale_b);
@@ -528,6 +540,11 @@ CALICO_HD float mma_step_fp8(const uint8_t* a, Fp8Kind ka, uint8_t scale_a, cons
   if (specials.resolve(out)) return out;
   terms[32] = mma_accumulator_term(c, p.zero_rule);
   return mma_fused_sum(terms, 33, p);
+}
+
+CALICO_HD float mma_step_fp8(const uint8_t* a, Fp8Kind ka, uint8_t scale_a, const uint8_t* b, Fp8Kind kb,
+                             uint8_t scale_b, float c, MmaModel model) {
+  return mma_step_fp8_with(a, ka, scale_a, b, kb, scale_b, c, mma_model_params(model));
 }
 
 CALICO_HD float mma_step_hopper_fp8(const uint8_t* a, Fp8Kind ka, const uint8_t* b, Fp8Kind kb, float c) {

@@ -87,12 +87,17 @@ struct ProbeMmaOptions {
   int chain_k = 7168;
   int max_records = 200;        // mismatches kept with their inputs (all are counted)
   bool diagnose = true;         // on mismatches, search model parameters that would explain them
+  // A second model counted against the same GPU outputs, per family (issue 10's negative control):
+  // "old-zero-rule" (the old -126 zero rule) or "none". It never changes the exit status.
+  std::string compare_model = "old-zero-rule";
+  bool model_as_device = false;  // host dry run: the numerics.h model stands in for the GPU (no device used)
   void validate() const;
 };
 
 struct ProbeFamilyResult {
   std::string family;
   int64_t cases = 0, outputs = 0, mismatches = 0;
+  int64_t compare_mismatches = 0;  // outputs where the compare model differs from the GPU
 };
 
 struct ProbeMismatch {
@@ -111,9 +116,12 @@ struct ProbeMmaReport {
   std::vector<ProbeFamilyResult> families;
   std::vector<ProbeMismatch> records;
   std::vector<std::string> diagnosis;  // lines: which model variants explain the data
+  std::string compare_model = "none";  // the compare model's name ("none": no comparison column)
+  std::string compare_description;
   double seconds = 0;
   int64_t total_outputs() const;
   int64_t total_mismatches() const;
+  int64_t total_compare_mismatches() const;
   std::string summary() const;        // human-readable table
   std::string to_json() const;        // everything above, mismatches with their inputs
 };

@@ -109,7 +109,26 @@ uint32_t get(const std::vector<uint8_t>& bytes, size_t index, int eb) {
   return static_cast<uint32_t>(bytes[2 * index]) | (static_cast<uint32_t>(bytes[2 * index + 1]) << 8);
 }
 
-void run_batch_on_device(const InstrSpec& s, Batch& bt) {
+uint32_t model_step(const InstrSpec& s, const uint32_t* a, const uint32_t* b, uint32_t c, uint8_t sa, uint8_t sb);
+
+void run_batch_on_device(const InstrSpec& s, Batch& bt, bool model_as_device) {
+  if (model_as_device) {  // host dry run: the model's own outputs stand in for the GPU's
+    const int eb = s.fp8 ? 1 : 2;
+    bt.d.assign(bt.c.size(), 0);
+#pragma omp parallel for schedule(dynamic, 64)
+    for (int64_t cs = 0; cs < bt.cases; ++cs) {
+      uint32_t a[32], b[32];
+      for (int m = 0; m < s.m; ++m) {
+        for (int kk = 0; kk < s.k; ++kk) a[kk] = get(bt.a, (static_cast<size_t>(cs) * s.m + m) * s.k + kk, eb);
+        for (int n = 0; n < s.n; ++n) {
+          for (int kk = 0; kk < s.k; ++kk) b[kk] = get(bt.b, (static_cast<size_t>(cs) * s.n + n) * s.k + kk, eb);
+          const size_t o = (static_cast<size_t>(cs) * s.m + m) * s.n + n;
+          bt.d[o] = model_step(s, a, b, bt.c[o], bt.sa[cs * s.m + m], bt.sb[cs * s.n + n]);
+        }
+      }
+    }
+    return;
+  }
   switch (s.kernel) {
     case ProbeKernel::mma_sync_bf16: bt.d = probe::launch_mma_sync_bf16_tiles(bt.a, bt.b, bt.c, bt.cases); break;
     case ProbeKernel::wgmma_bf16:
@@ -146,28 +165,28 @@ OutputInputs inputs_of(const InstrSpec& s, const Batch& bt, int64_t cs, int m, i
 }
 
 uint32_t model_step(const InstrSpec& s, const uint32_t* a, const uint32_t* b, uint32_t c, uint8_t sa, uint8_t sb) {
-  if (!s.fp8) {
-    uint16_t a16[16], b16[16];
-    for (int i = 0; i < 16; ++i) {
-      a16[i] = static_cast<uint16_t>(a[i]);
-      b16[i] = static_cast<uint16_t>(b[i]);
-    }
-    return f32_bits(mma_step_bf16(a16, b16, bits_f32(c), s.model));
-  }
-  uint8_t a8[32], b8[32];
-  for (int i = 0; i < 32; ++i) {
-    a8[i] = static_cast<uint8_t>(a[i]);
-    b8[i] = static_cast<uint8_t>(b[i]);
-  }
-  return f32_bits(mma_step_fp8(a8, s.kind, sa, b8, s.kind, sb, bits_f32(c), s.model));
+  return probe::model_step_with(format_of(s), mma_model_params(s.model), a, b, c, sa, sb);
 }
+
+// The compare model (--compare-model): the same step with other parameters. Two models that differ only in
+// their zero rule agree on every step without a zero term, so only those are evaluated twice.
+struct CompareModel {
+  bool on = false;
+  MmaModelParams p{};
+  uint32_t step(const InstrSpec& s, const uint32_t* a, const uint32_t* b, uint32_t c, uint8_t sa, uint8_t sb,
+                uint32_t main_model) const {
+    const OperandFormat f = format_of(s);
+    if (!probe::has_zero_term(f, a, b, c, s.k)) return main_model;
+    return probe::model_step_with(f, p, a, b, c, sa, sb);
+  }
+};
 
 // ---------------------------------------------------------------------------------------------------------
 // Families of random cases
 // ---------------------------------------------------------------------------------------------------------
-const char* const kFamilies[] = {"random_bits",  "random_finite", "wide_spread", "cancellation",
-                                 "c_zero",       "near_underflow", "overflow",   "carry"};
-constexpr int kFamilyCount = 8;
+const char* const kFamilies[] = {"random_bits",  "random_finite",  "wide_spread", "cancellation", "c_zero",
+                                 "near_underflow", "overflow",    "carry",        "zero_rows"};
+constexpr int kFamilyCount = 9;
 
 // E8M0 scales of one block-scaled case (drawn after everything else, so the operands and C of a case do not
 // depend on whether its instruction is block scaled): half 2^0, then near 2^0, anywhere in [2^-127, 2^127],
@@ -253,6 +272,21 @@ void generate_case(const InstrSpec& s, int family, Rng& rng, Batch& bt, int64_t 
         put(bt.b, i, get(bt.b, i, eb) & ~f.sign_bit(), eb);
       }
   }
+  if (family == 8) {  // zero_rows (issue 10): a third of A's rows and an eighth of B's columns all +-0
+    for (int m = 0; m < s.m; ++m) {
+      if (rng.uniform(0, 2) != 0) continue;
+      const int signs = rng.uniform(0, 2);
+      for (int kk = 0; kk < s.k; ++kk) {
+        const uint32_t z = signs == 0 ? 0u : signs == 1 ? f.sign_bit() : (rng.coin() ? f.sign_bit() : 0u);
+        put(bt.a, (static_cast<size_t>(cs) * s.m + m) * s.k + kk, z, eb);
+      }
+    }
+    for (int n = 0; n < s.n; ++n) {
+      if (rng.uniform(0, 7) != 0) continue;
+      for (int kk = 0; kk < s.k; ++kk)
+        put(bt.b, (static_cast<size_t>(cs) * s.n + n) * s.k + kk, rng.coin() ? f.sign_bit() : 0u, eb);
+    }
+  }
   if (family == 3) {  // cancellation: a[2i+1] = a[2i], b[2i+1] = -b[2i] with its last bit(s) perturbed
     for (int m = 0; m < s.m; ++m)
       for (int kk = 0; kk + 1 < s.k; kk += 2) {
@@ -274,6 +308,14 @@ void generate_case(const InstrSpec& s, int family, Rng& rng, Batch& bt, int64_t 
       uint32_t c = 0;
       const int pe = rng.uniform(2 * lo, 2 * hi);
       const int mode = family == 4 ? 0 : rng.uniform(0, 7);
+      if (family == 8) {  // zero_rows: three quarters of C below 2^-95 (normal tiny or subnormal), the rest mixed
+        const int z = rng.uniform(0, 7);
+        if (z < 3) c = probe::random_f32(rng, -126, -95);
+        else if (z < 6) c = (rng.bits(23) | 1u) | (rng.coin() ? 0x80000000u : 0u);
+        else c = z == 6 ? (rng.coin() ? 0x80000000u : 0u) : probe::random_f32(rng, -149, 127);
+        C(m, n, c);
+        continue;
+      }
       switch (mode) {
         case 0: c = rng.coin() ? 0x80000000u : 0u; break;
         case 1:
@@ -313,6 +355,10 @@ void place_targeted(const InstrSpec& s, const std::vector<TargetedVector>& tv, s
     const TargetedVector& v = tv[std::min(t0 + n, tv.size() - 1)];
     for (int kk = 0; kk < s.k; ++kk) put(bt.b, (static_cast<size_t>(cs) * s.n + n) * s.k + kk, v.b[kk], eb);
   }
+  if (s.model == MmaModel::blackwell_mxfp8) {  // E8M0 scales: row m's vector for A, column n's for B
+    for (int m = 0; m < s.m; ++m) bt.sa[static_cast<size_t>(cs) * s.m + m] = tv[std::min(t0 + m % s.n, tv.size() - 1)].sa;
+    for (int n = 0; n < s.n; ++n) bt.sb[static_cast<size_t>(cs) * s.n + n] = tv[std::min(t0 + n, tv.size() - 1)].sb;
+  }
   bt.targeted_first[cs] = static_cast<int>(t0);
 }
 
@@ -329,8 +375,9 @@ struct Tally {
 constexpr size_t kDiagSamples = 4000;
 
 void compare_batch(const InstrSpec& s, const Batch& bt, int64_t first_case, const std::vector<TargetedVector>* tv,
-                   int max_records, Tally& tally) {
+                   int max_records, const CompareModel& cmp, Tally& tally) {
   const int64_t outputs_per_case = static_cast<int64_t>(s.m) * s.n;
+  // bit 0: the model differs from the GPU; bit 1: the compare model does
   std::vector<uint8_t> bad(static_cast<size_t>(bt.cases) * outputs_per_case, 0);
 #pragma omp parallel for schedule(dynamic, 64)
   for (int64_t cs = 0; cs < bt.cases; ++cs) {
@@ -341,8 +388,11 @@ void compare_batch(const InstrSpec& s, const Batch& bt, int64_t first_case, cons
       for (int n = 0; n < s.n; ++n) {
         for (int kk = 0; kk < s.k; ++kk) b[kk] = get(bt.b, (static_cast<size_t>(cs) * s.n + n) * s.k + kk, eb);
         const size_t o = (static_cast<size_t>(cs) * s.m + m) * s.n + n;
-        const uint32_t want = model_step(s, a, b, bt.c[o], bt.sa[cs * s.m + m], bt.sb[cs * s.n + n]);
-        if (want != bt.d[o]) bad[o] = 1;
+        const uint8_t sa = bt.sa[cs * s.m + m], sb = bt.sb[cs * s.n + n];
+        const uint32_t want = model_step(s, a, b, bt.c[o], sa, sb);
+        uint8_t flags = want != bt.d[o] ? 1 : 0;
+        if (cmp.on && cmp.step(s, a, b, bt.c[o], sa, sb, want) != bt.d[o]) flags |= 2;
+        bad[o] = flags;
       }
     }
   }
@@ -359,8 +409,9 @@ void compare_batch(const InstrSpec& s, const Batch& bt, int64_t first_case, cons
         if (m == 0 && n == 0) r.cases += 1;
         r.outputs += 1;
         const size_t o = (static_cast<size_t>(cs) * s.m + m) * s.n + n;
-        const bool is_bad = bad[o] != 0;
+        const bool is_bad = (bad[o] & 1) != 0;
         if (is_bad) r.mismatches += 1;
+        if (bad[o] & 2) r.compare_mismatches += 1;
         if (is_bad || (tally.diag_good.size() < kDiagSamples && (o % 97) == 0)) {
           OutputInputs in = inputs_of(s, bt, cs, m, n);
           if (is_bad && static_cast<int>(tally.records[fam].size()) < max_records) {
@@ -430,7 +481,7 @@ std::vector<std::string> diagnose(const InstrSpec& s, const Tally& tally) {
 // ---------------------------------------------------------------------------------------------------------
 const char* const kChainFamilies[] = {"normal", "wide_spread", "cancellation", "normal_first_step_scale_d0"};
 
-void run_chain(const InstrSpec& s, const ProbeMmaOptions& o, Tally& tally) {
+void run_chain(const InstrSpec& s, const ProbeMmaOptions& o, const CompareModel& cmp, Tally& tally) {
   const OperandFormat f = format_of(s);
   const int eb = f.bytes, M = 64, N = 256, K = o.chain_k;
   const int steps = K / s.k;
@@ -454,27 +505,32 @@ void run_chain(const InstrSpec& s, const ProbeMmaOptions& o, Tally& tally) {
     fill(a, M, 0);
     fill(b, N, 1);
     const bool scale_d0 = fam == 3;
-    const std::vector<uint32_t> d = probe::launch_wgmma_chain(s.kernel, a, b, 1, K, scale_d0);
-    std::vector<uint32_t> want(static_cast<size_t>(M) * N);
+    std::vector<uint32_t> d;
+    if (!o.model_as_device) d = probe::launch_wgmma_chain(s.kernel, a, b, 1, K, scale_d0);
+    std::vector<uint32_t> want(static_cast<size_t>(M) * N), want_cmp(static_cast<size_t>(M) * N);
 #pragma omp parallel for schedule(dynamic, 4)
     for (int mn = 0; mn < M * N; ++mn) {
       const int m = mn / N, n = mn % N;
-      uint32_t acc = 0, av[32], bv[32];
+      uint32_t acc = 0, acc_cmp = 0, av[32], bv[32];
       for (int st = 0; st < steps; ++st) {
         for (int kk = 0; kk < s.k; ++kk) {
           av[kk] = get(a, static_cast<size_t>(m) * K + st * s.k + kk, eb);
           bv[kk] = get(b, static_cast<size_t>(n) * K + st * s.k + kk, eb);
         }
         acc = model_step(s, av, bv, acc, 127, 127);
+        if (cmp.on) acc_cmp = cmp.step(s, av, bv, acc_cmp, 127, 127, model_step(s, av, bv, acc_cmp, 127, 127));
       }
       want[mn] = acc;
+      want_cmp[mn] = acc_cmp;
     }
+    if (o.model_as_device) d = want;
     const std::string fam_name = std::string("chain:") + kChainFamilies[fam];
     ProbeFamilyResult& r = tally.families[fam_name];
     r.family = fam_name;
     r.cases += 1;
     for (int mn = 0; mn < M * N; ++mn) {
       r.outputs += 1;
+      if (cmp.on && want_cmp[mn] != d[mn]) r.compare_mismatches += 1;
       if (want[mn] == d[mn]) continue;
       r.mismatches += 1;
       if (static_cast<int>(tally.records[fam_name].size()) < o.max_records) {
@@ -526,6 +582,8 @@ void ProbeMmaOptions::validate() const {
   require(chain_k > 0 && chain_k % 128 == 0 && chain_k <= (1 << 20), "--chain-k: {} must be a multiple of 128 in [128, 2^20]",
           chain_k);
   require(max_records >= 0, "--max-records: {} must be >= 0", max_records);
+  MmaModelParams unused{};
+  probe::compare_model_params(MmaModel::hopper_bf16, compare_model, unused);  // throws on an unknown name
 }
 
 std::vector<ProbeInstruction> probe_instructions() {
@@ -546,13 +604,28 @@ int64_t ProbeMmaReport::total_mismatches() const {
   return t;
 }
 
+int64_t ProbeMmaReport::total_compare_mismatches() const {
+  int64_t t = 0;
+  for (const auto& f : families) t += f.compare_mismatches;
+  return t;
+}
+
 std::string ProbeMmaReport::summary() const {
   std::string s = fmt::format("probe-mma {}: {}\n  device: {}\n  driver: {}\n  date: {}  seed: {}  tile {}x{}x{}\n",
                               instr, description, device, driver, date, seed, tile_m, tile_n, tile_k);
-  s += fmt::format("  {:<44} {:>10} {:>14} {:>10}\n", "family", "cases", "outputs", "mismatches");
+  const bool cmp = compare_model != "none";
+  if (cmp)
+    s += fmt::format("  compare model ({}): {}; its column counts the outputs where it differs from the GPU "
+                     "(negative control: nonzero shows the probe can tell that model from the GPU)\n",
+                     compare_model, compare_description);
+  const std::string cmp_head = cmp ? fmt::format(" {:>16}", compare_model) : "";
+  s += fmt::format("  {:<44} {:>10} {:>14} {:>10}{}\n", "family", "cases", "outputs", "mismatches", cmp_head);
+  auto cmp_col = [&](int64_t v) { return cmp ? fmt::format(" {:>16}", v) : std::string(); };
   for (const auto& f : families)
-    s += fmt::format("  {:<44} {:>10} {:>14} {:>10}\n", f.family, f.cases, f.outputs, f.mismatches);
-  s += fmt::format("  {:<44} {:>10} {:>14} {:>10}\n", "TOTAL", "", total_outputs(), total_mismatches());
+    s += fmt::format("  {:<44} {:>10} {:>14} {:>10}{}\n", f.family, f.cases, f.outputs, f.mismatches,
+                     cmp_col(f.compare_mismatches));
+  s += fmt::format("  {:<44} {:>10} {:>14} {:>10}{}\n", "TOTAL", "", total_outputs(), total_mismatches(),
+                   cmp_col(total_compare_mismatches()));
   for (const auto& r : records) {
     s += fmt::format("  MISMATCH {} case {} ({}, {}){}: gpu {} model {} c {}\n", r.family, r.case_index, r.row, r.col,
                      r.step >= 0 ? fmt::format(" after {} chained steps", r.step) : "", hex(r.gpu, 8), hex(r.model, 8),
@@ -583,8 +656,14 @@ std::string ProbeMmaReport::to_json() const {
   j["total_outputs"] = total_outputs();
   j["total_mismatches"] = total_mismatches();
   j["seconds"] = seconds;
-  for (const auto& f : families)
-    j["families"].push_back({{"family", f.family}, {"cases", f.cases}, {"outputs", f.outputs}, {"mismatches", f.mismatches}});
+  j["compare_model"] = compare_model;
+  j["compare_description"] = compare_description;
+  if (compare_model != "none") j["total_compare_mismatches"] = total_compare_mismatches();
+  for (const auto& f : families) {
+    nlohmann::json fj{{"family", f.family}, {"cases", f.cases}, {"outputs", f.outputs}, {"mismatches", f.mismatches}};
+    if (compare_model != "none") fj["compare_mismatches"] = f.compare_mismatches;
+    j["families"].push_back(fj);
+  }
   j["mismatches"] = nlohmann::json::array();
   for (const auto& r : records) {
     nlohmann::json m{{"family", r.family}, {"case", r.case_index}, {"row", r.row},     {"col", r.col},
@@ -604,7 +683,7 @@ ProbeMmaReport probe_mma(const ProbeMmaOptions& o) {
   const InstrSpec& s = find_instr(o.instr);
   require(s.chain || o.chain_tiles == 0, "--chain-tiles: instruction {} has no chained-tile kernel (wgmma.* have)",
           s.name);
-  if (s.required_sm >= 100) {  // before generating any input: a clear error on a machine that cannot run it
+  if (s.required_sm >= 100 && !o.model_as_device) {  // before generating any input: a clear error on a machine that cannot run it
     if (device_count() == 0)
       throw Error(probe::tcgen05_requirement(s.kernel, "no usable CUDA device (" + device_description() + ")"));
     probe::require_device_for(s.kernel);
@@ -613,7 +692,13 @@ ProbeMmaReport probe_mma(const ProbeMmaOptions& o) {
   ProbeMmaReport rep;
   rep.instr = s.name;
   rep.description = s.description;
-  rep.device = device_description();
+  rep.device = o.model_as_device ? "none: --model-as-device (the numerics.h model stands in for the GPU; a host "
+                                   "dry run of the generator and the comparison, not a hardware result)"
+                                 : device_description();
+  CompareModel cmp;
+  cmp.on = probe::compare_model_params(s.model, o.compare_model, cmp.p);
+  rep.compare_model = cmp.on ? o.compare_model : "none";
+  if (cmp.on) rep.compare_description = probe::compare_model_description(o.compare_model);
   rep.driver = driver_description();
   rep.date = today();
   rep.seed = o.seed;
@@ -622,7 +707,7 @@ ProbeMmaReport probe_mma(const ProbeMmaOptions& o) {
   rep.tile_k = s.k;
   Tally tally;
   const OperandFormat f = format_of(s);
-  // Random families, in batches; case cs belongs to family cs % 8 and draws from its own stream.
+  // Random families, in batches; case cs belongs to family cs % 9 and draws from its own stream.
   const int64_t batch_cases = std::max<int64_t>(1, (int64_t{1} << 22) / (s.m * s.n));
   for (int64_t first = 0; first < o.cases; first += batch_cases) {
     Batch bt;
@@ -635,8 +720,8 @@ ProbeMmaReport probe_mma(const ProbeMmaOptions& o) {
       bt.family[cs] = fam;
       generate_case(s, fam, rng, bt, cs);
     }
-    run_batch_on_device(s, bt);
-    compare_batch(s, bt, first, nullptr, o.max_records, tally);
+    run_batch_on_device(s, bt, o.model_as_device);
+    compare_batch(s, bt, first, nullptr, o.max_records, cmp, tally);
   }
   // Targeted vectors, N per case on the diagonal.
   if (o.targeted) {
@@ -646,11 +731,11 @@ ProbeMmaReport probe_mma(const ProbeMmaOptions& o) {
       Batch bt;
       resize(bt, s, std::min(batch_cases, tcases - first));
       for (int64_t cs = 0; cs < bt.cases; ++cs) place_targeted(s, tv, static_cast<size_t>(first + cs) * s.n, bt, cs);
-      run_batch_on_device(s, bt);
-      compare_batch(s, bt, first, &tv, o.max_records, tally);
+      run_batch_on_device(s, bt, o.model_as_device);
+      compare_batch(s, bt, first, &tv, o.max_records, cmp, tally);
     }
   }
-  if (o.chain_tiles > 0) run_chain(s, o, tally);
+  if (o.chain_tiles > 0) run_chain(s, o, cmp, tally);
   // Targeted families are many; fold them into one summary row per name prefix up to ':' + name.
   for (auto& [name, r] : tally.families) rep.families.push_back(r);
   for (auto& [name, recs] : tally.records)

@@ -111,24 +111,50 @@ struct OperandFormat {
   }
 };
 
-// One output element's inputs for one K step, with the property it targets.
+// One output element's inputs for one K step, with the property it targets. sa/sb: E8M0 block scales of the
+// row of A / column of B (read by the block-scaled instructions only; 127 = 2^0).
 struct TargetedVector {
   std::string name;
   std::vector<uint32_t> a, b;
   uint32_t c = 0;
+  uint8_t sa = 127, sb = 127;
 };
 
 // The targeted vectors (PROBE.md): alignment/truncation width, rounding direction, normalisation point and
-// carries, zero-term exponent, sign of exact zeros, specials, overflow, subnormals, and every operand value
-// against a set of partners.
+// carries, zero-term exponent, sign of exact zeros, specials, overflow, subnormals, every operand value
+// against a set of partners, and the edge-hunting families `edge_*` (issue 10: whole zero rows/columns
+// against large, small and subnormal C, all-zero products with C = +-0, products near underflow with C = 0,
+// one huge product with many tiny ones, large MX block scales with zero operands, inf/NaN in one lane, and
+// the H200 measurements of issue 10).
 std::vector<TargetedVector> targeted_vectors(const OperandFormat& f, int k, MmaModel model, uint64_t seed);
+
+// Only the edge-hunting families (a subset of targeted_vectors, same order).
+std::vector<TargetedVector> edge_vectors(const OperandFormat& f, int k, MmaModel model, uint64_t seed);
+
+// One step of a model row with explicit parameters (numerics.h mma_step_*_with): the probe's main model
+// (mma_model_params(model)) or a comparison model. Operands as bit patterns, k = 16 (bf16) or 32 (fp8).
+uint32_t model_step_with(const OperandFormat& f, const MmaModelParams& p, const uint32_t* a, const uint32_t* b,
+                         uint32_t c, uint8_t sa, uint8_t sb);
+
+// True when some term of the step is an exact zero (a zero operand in a product, or c = +-0): the only
+// steps where two models that differ in their zero rule alone can disagree.
+bool has_zero_term(const OperandFormat& f, const uint32_t* a, const uint32_t* b, uint32_t c, int k);
+
+// Comparison models of `calico probe-mma --compare-model`: "old-zero-rule" is the model with the old MMA-Sim
+// snapshot's zero rule (MmaZeroRule::legacy_minus_126), the negative control of issue 10; "flat-126" puts
+// every zero term at -126 (MmaZeroRule::flat_minus_126); "none" disables the comparison (returns false).
+// Throws calico::Error on an unknown name.
+bool compare_model_params(MmaModel model, const std::string& name, MmaModelParams& out);
+const char* const kCompareModelNames = "old-zero-rule | flat-126 | none";
+// One line on what a comparison model is (for reports).
+std::string compare_model_description(const std::string& name);
 
 // A family of models around numerics.h's: alignment width F, output fraction bits, how zero terms take
 // part in E_max (numerics.h's two rules, or not at all), and products fused per group (groups chain through
 // the accumulator).
 struct VariantParams {
   int F = 25, out_bits = 23, group = 16;
-  int zero_mode = 0;  // 0: zero terms at -133 (BF16 rule), 1: MMA-Sim rule (zero operand at -126), 2: ignored
+  int zero_mode = 0;  // 0: zero terms at -133 (every row), 1: the old -126 rule (legacy_minus_126), 2: ignored
   static VariantParams of(MmaModel model, int k);
   std::string describe() const;
 };

@@ -23,6 +23,13 @@
 // (row) dimension in canonical row order. Non-GEMM arithmetic (SwiGLU, combine, router grads) is identical
 // to bf16 mode. The wire carries bf16 rows in the reference (quantisation is a per-row function of the
 // same bits, so quantising before or after the exchange gives the same result for the dispatch of x).
+// MXFP8 on Blackwell (dtype mxfp8 with LayerSpec::mma == blackwell_mxfp8, `--mma blackwell-mxfp8`): the same
+// quantisation of every GEMM operand (same axes, blocks and scale rule), but no dequantisation: each GEMM is
+// what tcgen05.mma kind::mxf8f6f4.block_scale (block 32, E8M0 scales) computes: per output element one chain
+// over the 32-element K blocks in ascending order, acc = mma_step_blackwell_mxfp8(e4m3 block of A, its scale,
+// e4m3 block of B, its scale, acc), the fp32 accumulator carried across blocks, a short last block
+// zero-padded. Everything outside the GEMMs is as in the other modes. (The reference requires a bf16 model
+// or, with dtype mxfp8, blackwell_mxfp8; hopper_fp8 has no layer path.)
 //
 // float64 mode: the same layer as real-number math in double on the same bf16 inputs: no intermediate
 // rounding, no MMA model, libm exp, no MXFP8 quantisation (dtype is ignored). Outputs have the same names
@@ -70,7 +77,8 @@ namespace calico::ref {
 //     d_Wd += gemm(d_y^T, h^T) [H,I];  d_Wg += gemm(d_g^T, X^T) [I,H];  d_Wu += gemm(d_u^T, X^T) [I,H]
 //   The shared expert's d_Ws* are this rank's partial sums over its T tokens in local order.
 // NOTE: a chain step whose 16 products are all zero leaves the accumulator unchanged except that -0 becomes
-// +0; a backend that pads segments beyond the next multiple of 16 rows must skip such steps.
+// +0; a backend that pads segments beyond the next multiple of 16 rows must skip such steps. The same holds
+// for the Blackwell MXFP8 path's 32-element steps (zero terms at -133 carry no scale exponents, issue 10).
 // ---------------------------------------------------------------------------------------------------------
 
 enum class ReferenceMode : uint8_t { contract, float64 };
