@@ -86,9 +86,15 @@ def main():
     ap.add_argument("--calico", default="build/cli/calico")
     ap.add_argument("--date", default="2026-12-01")
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--tables-only", action="store_true", help="only re-read summary.json and write tables.md + plots")
     a = ap.parse_args()
     data = f"reports/simulator-data-{a.date}"
     os.makedirs(data, exist_ok=True)
+    if a.tables_only:
+        res = json.load(open(os.path.join(data, "summary.json")))
+        plots(res, a.date)
+        open(os.path.join(data, "tables.md"), "w").write(tables(res))
+        return
     res = {"sweeps": {}, "stages": {}, "sensitivity": {}}
     sw = sweeps(a, data)
     # --- best configurations and per-stage choices from the sweeps ---
@@ -153,7 +159,78 @@ def main():
             os.remove(path)
         print("sensitivity", param, file=sys.stderr)
     json.dump(res, open(os.path.join(data, "summary.json"), "w"), indent=1)
+    res = json.load(open(os.path.join(data, "summary.json")))
     plots(res, a.date)
+    open(os.path.join(data, "tables.md"), "w").write(tables(res))
+
+
+def cfg(r, fwd_only=False):
+    s = f"{r['comm_sms']}, {r['minibatch']}, {r['dispatch_fwd']}/{r['combine_fwd']}"
+    return s if fwd_only else s + f", {r['dispatch_bwd']}/{r['combine_bwd']}"
+
+
+def tables(res):
+    out = []
+    out.append("| model | R | routing | best layer (us) | comm SMs, minibatch, fwd disp/comb, bwd disp/comb | exposed comm (us) "
+               "| link util | baseline (us) | speedup | MoK choice (fwd pull/push) vs best fwd |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    for model in MODELS:
+        for R in RANKS:
+            for routing in ROUTINGS:
+                s = res["sweeps"][tag(model, R, routing)]
+                b = s["best"]
+                bf = float(s["best_forward"]["forward_us"])
+                out.append(f"| {model} | {R} | {routing} | {float(b['layer_us']):.0f} | {cfg(b)} | "
+                           f"{float(b['exposed_comm_us']):.0f} | {100 * float(b['link_util_mean']):.1f}% | "
+                           f"{s['baseline_us']:.0f} | {s['speedup']:.2f}x | {100 * (s['mok_forward_us'] / bf - 1):+.1f}% |")
+    out.append("")
+    out.append("Best time with each choice of one stage (all else free), us: forward time for forward stages, backward "
+               "time for backward stages.")
+    out.append("")
+    out.append("| model | R | routing | fwd dispatch push / pull | fwd combine push / pull | bwd dispatch push / pull "
+               "| bwd combine push / pull |")
+    out.append("|---|---|---|---|---|---|---|")
+    for model in MODELS:
+        for R in RANKS:
+            for routing in ROUTINGS:
+                ps = res["sweeps"][tag(model, R, routing)]["per_stage"]
+                cells = []
+                for col in ("dispatch_fwd", "combine_fwd", "dispatch_bwd", "combine_bwd"):
+                    a, b = ps[col]["push"], ps[col]["pull"]
+                    cells.append(f"{a:.0f} / {b:.0f}" + (" **pull**" if b < a * 0.995 else (" **push**" if a < b * 0.995 else "")))
+                out.append(f"| {model} | {R} | {routing} | " + " | ".join(cells) + " |")
+    out.append("")
+    out.append("Forward dispatch stage (communication task time per GPU, mean / max over GPUs, us) at 32 comm SMs and the "
+               "best forward minibatch, combine push; and the forward time of the four direction pairs:")
+    out.append("")
+    out.append("| model | R | routing | minibatch | push dispatch mean / max | pull dispatch mean / max | fwd us push/push, "
+               "push/pull, pull/push, pull/pull |")
+    out.append("|---|---|---|---|---|---|---|")
+    for model in MODELS:
+        for R in RANKS:
+            for routing in ROUTINGS:
+                st = {(v["d"], v["c"]): v for v in res["stages"].values() if v["model"] == model and v["R"] == R
+                      and v["routing"] == routing and v["sms"] == 32}
+                if not st:
+                    continue
+                mb = next(iter(st.values()))["mb"]
+                pd, qd = st[("push", "push")]["stages"]["dispatch"], st[("pull", "push")]["stages"]["dispatch"]
+                fw = ", ".join(f"{st[k]['forward_us']:.0f}" for k in [("push", "push"), ("push", "pull"),
+                                                                       ("pull", "push"), ("pull", "pull")])
+                out.append(f"| {model} | {R} | {routing} | {mb} | {pd[0]:.0f} / {pd[1]:.0f} | {qd[0]:.0f} / {qd[1]:.0f} | {fw} |")
+    out.append("")
+    out.append("Sensitivity (one parameter at a time; reduced sweep: comm SMs 8/16/32, minibatch 1024/512/256, 16 "
+               "directions): best layer, its configuration, best forward with push vs pull dispatch, and the MoK "
+               "choice's forward penalty.")
+    out.append("")
+    out.append("| parameter | value | case | routing | best layer (us) | best config | fwd best push disp / pull disp (us) | MoK vs best fwd |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    for k, v in res["sensitivity"].items():
+        b, bf = v["best"], float(v["best_forward"]["forward_us"])
+        out.append(f"| {v['param']} | {v['value']} | {v['model']} R{v['R']} | {v['routing']} | {float(b['layer_us']):.0f} | "
+                   f"{cfg(b)} | {v['dispatch_fwd']['push']:.0f} / {v['dispatch_fwd']['pull']:.0f} | "
+                   f"{100 * (v['mok_forward_us'] / bf - 1):+.1f}% |")
+    return "\n".join(out) + "\n"
 
 
 def plots(res, date):
