@@ -62,8 +62,8 @@ constexpr Free kFreeHybridEP[] = {
     {"link_efficiency", &Topology::link_efficiency, 0.3, 1.0},
     {"tma_push_gbps_per_sm", &Topology::tma_push_gbps_per_sm, 10.0, 600.0},
     {"tma_pull_bytes_in_flight_per_sm", &Topology::tma_pull_bytes_in_flight_per_sm, 4096.0, 262144.0},
-    {"sm_peer_overhead", &Topology::sm_peer_overhead, 1e-5, 0.2},
-    {"port_peer_overhead", &Topology::port_peer_overhead, 1e-5, 0.2},
+    {"sm_peer_overhead", &Topology::sm_peer_overhead, 1e-5, 1.0},
+    {"port_peer_overhead", &Topology::port_peer_overhead, 1e-5, 1.0},
 };
 
 constexpr int kHybridTokens = 4096, kHybridHidden = 7168;

@@ -44,7 +44,7 @@ double stage_mean(const SimResult& r, Pass p, Stage s) {
 // --- the HybridEP comparison (the issue's table) ---
 
 // The published HybridEP GB200 NVL72 rows (data/calibration/gb200-hybridep.json), simulated on the shipped
-// gb200-nvl72 topology. Tolerance: 10% per row (issue 11); the shipped fit reaches 3.7%.
+// gb200-nvl72 topology. Tolerance: 10% per row (issue 11); the shipped fit reaches 3.4%.
 TEST(HybridEP, GB200RowsReproducedWithin10Percent) {
   const Topology t = load_topology("gb200-nvl72");
   const CalibrationData d = load_calibration("gb200-hybridep");
@@ -291,8 +291,9 @@ TEST(Peers, RateFallsAsEPGrows) {
     const double r64 = simulate_measurement(t, {sc, 16, 0, "", "", 64});
     EXPECT_GT(r8, r16) << sc;
     EXPECT_GT(r16, r64) << sc;
-    EXPECT_GT(r64 / r8, 0.70) << sc;  // public data: on the order of 10-20% from EP8 to EP64
-    EXPECT_LT(r64 / r8, 0.92) << sc;
+    // Public data: on the order of 10-20% from EP8 to EP64; the fit (EP8-36 only) extrapolates to 19-23%.
+    EXPECT_GT(r64 / r8, 0.72) << sc;
+    EXPECT_LT(r64 / r8, 0.88) << sc;
   }
 }
 

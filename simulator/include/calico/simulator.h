@@ -55,8 +55,8 @@ struct Topology {
   double ce_gbps = 395;                        // copy-engine rate per GPU (does not use SMs)
   double ce_launch_ns = 4000;                  // per peer per task: one host-issued memcpy each
   double stage_fixed_ns = 0;                   // per communication task: setup, barrier, first byte
-  double sm_peer_overhead = 0;                 // per extra peer: fractional loss of per-SM engine rate
-  double port_peer_overhead = 0;               // per extra peer: port bytes per data byte above 1
+  double sm_peer_overhead = 0;                 // per doubling of peers: fractional loss of per-SM engine rate
+  double port_peer_overhead = 0;               // per doubling of peers: port bytes per data byte above 1
   double poll_lanes = 32;                      // flags one polling warp checks per poll
   std::map<std::string, std::string> sources;  // parameter -> where its value comes from
 
