@@ -128,9 +128,10 @@ def main():
     base_topo = json.load(open(f"data/topologies/{TOPO}.json"))
     variants = {
         "stage_fixed_ns": [0, 5000, 17000, 30000],
-        "tma_pull_bytes_in_flight_per_sm": [16384, 32768, 77766, 131072],
+        "tma_pull_bytes_in_flight_per_sm": [16384, 32768, 65536, 90601, 131072],
         "tma_push_gbps_per_sm": [150, 300, 600],
-        "port_peer_overhead": [0, 0.0034, 0.01],
+        "port_peer_overhead": [0, 0.0419, 0.1],
+        "sm_peer_overhead": [0, 0.0698, 0.15],
         "hop_latency_ns": [250, 415, 800],
         "poll_ns": [50, 100, 400],
     }
