@@ -31,7 +31,9 @@ int run(const Options& o) {
     const auto& m = data.measurements[i];
     const double before = sim::simulate_measurement(start, m), err = fit.predicted[i] / m.value - 1.0;
     worst = std::max(worst, std::abs(err));
-    std::printf("%-16s %8g %10.3f %10.3f %10.3f %+7.2f%%\n", m.scenario.c_str(), m.x, m.value, before,
+    const std::string name = m.scenario.rfind("hybridep", 0) == 0 ? fmt::format("{} EP{}", m.scenario, m.ranks)
+                                                                  : m.scenario;
+    std::printf("%-16s %8g %10.3f %10.3f %10.3f %+7.2f%%\n", name.c_str(), m.x, m.value, before,
                 fit.predicted[i], 100 * err);
   }
   std::printf("max |error| %.2f%%\n", 100 * worst);
@@ -58,7 +60,9 @@ calico::cli::Registrar calibrate(
     [](CLI::App& sub) {
       auto o = std::make_shared<Options>();
       sub.footer("Scenarios: push_copy, pull_copy (GB/s vs CTAs), bidir_push, flag_round_trip (us), all_to_all (GB/s\n"
-                 "vs MiB per rank). Measurements: data/calibration/<topology>.json. Example:\n"
+                 "vs MiB per rank); hybridep_dispatch / hybridep_combine (GB/s vs SMs at EP ranks; fits the TMA\n"
+                 "NVLink parameters: --topology gb200-nvl72 --measurements gb200-hybridep).\n"
+                 "Measurements: data/calibration/<topology>.json. Example:\n"
                  "  calico calibrate --topology h200x2 --write data/topologies/h200x2.json");
       sub.add_option("--topology", o->topology, "Topology to start from (name or JSON path)");
       sub.add_option("--measurements", o->measurements, "Calibration file (default data/calibration/<topology>.json)");

@@ -15,6 +15,8 @@ struct Options {
   std::string trace, timeline;
   bool baseline = false, forward_only = false;
   double link_scale = 1.0;
+  calico::cli::TransferOptions transfer;
+  int macrobatch = 0;
 };
 
 int run(const Options& o) {
@@ -32,6 +34,8 @@ int run(const Options& o) {
   cfg.dispatch_backward = o.dispatch_bwd.empty() ? cfg.dispatch_forward : cli::direction_option(o.dispatch_bwd, "--dispatch-bwd");
   cfg.combine_backward = o.combine_bwd.empty() ? cfg.combine_forward : cli::direction_option(o.combine_bwd, "--combine-bwd");
   cfg.seed = o.problem.seed;
+  require(o.macrobatch >= 0, "--macrobatch must be >= 0, got {}", o.macrobatch);
+  cfg.macrobatch = o.macrobatch;
   require(o.link_scale > 0, "--link-scale must be > 0, got {}", o.link_scale);
   sim::validate_run(topo, spec, cfg);
   const sim::Traffic traffic = o.problem.traffic(spec, cfg);
@@ -39,6 +43,7 @@ int run(const Options& o) {
   opt.trace = !o.trace.empty() || !o.timeline.empty();
   opt.backward = !o.forward_only;
   opt.link_scale = o.link_scale;
+  opt.set_transfer(o.transfer.get());
   std::printf("topology %s (%s, %d SMs, %.0f GB/s/dir links); %s\n%s\n", topo.name.c_str(), topo.gpu.c_str(), topo.sms,
               topo.link_gbps, spec.describe().c_str(), cfg.describe().c_str());
   const sim::SimResult r = sim::simulate(topo, spec, cfg, traffic, opt);
@@ -80,6 +85,8 @@ calico::cli::Registrar simulate(
       sub.add_option("--dispatch-bwd", o->dispatch_bwd, "push or pull, backward pass");
       sub.add_option("--combine-bwd", o->combine_bwd, "push or pull, backward pass");
       sub.add_option("--link-scale", o->link_scale, "Multiply link bandwidth (what-if)");
+      o->transfer.add(sub);
+      sub.add_option("--macrobatch", o->macrobatch, "Ring-buffer slots in minibatches (back-pressure; 0 = unbounded)");
       sub.add_flag("--forward-only", o->forward_only, "Simulate the forward pass only");
       sub.add_flag("--baseline", o->baseline, "Also simulate the non-overlapped all_to_all + GEMM schedule");
       sub.add_option("--trace", o->trace, "Write a Chrome/Perfetto trace JSON here");

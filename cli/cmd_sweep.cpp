@@ -14,7 +14,8 @@ struct Options {
   calico::cli::SimProblem problem;
   std::vector<int> comm_sms{8, 16, 24, 32, 48, 64};
   std::vector<int> minibatches;
-  std::string out = "sweep.csv", plot;
+  std::string out = "sweep.csv", plot, hdf5;
+  calico::cli::TransferOptions transfer;
   bool no_plot = false, baseline = false;
   size_t limit = 0;
 };
@@ -33,8 +34,9 @@ int run(const Options& o) {
   RunConfig base;
   base.ranks = o.problem.ranks;
   base.tokens_per_rank = o.problem.tokens;
-  require(o.problem.routing == "uniform", "sweep: --routing must be uniform (got '{}')", o.problem.routing);
   sim::SweepSpace space;
+  space.routing = o.problem.routing;
+  space.transfer = o.transfer.get();
   space.comm_sms = o.comm_sms;
   space.minibatches = o.minibatches;
   if (space.minibatches.empty())  // T, T/2, ... down to 64 tokens
@@ -48,6 +50,10 @@ int run(const Options& o) {
   }, o.limit);
   sim::write_sweep_csv(o.out, points);
   std::printf("table: %s (%zu configurations)\n", o.out.c_str(), points.size());
+  if (!o.hdf5.empty()) {
+    sim::write_sweep_hdf5(o.hdf5, points);
+    std::printf("hdf5: %s (one dataset per CSV column)\n", o.hdf5.c_str());
+  }
   auto by = [&](auto key) {
     return *std::min_element(points.begin(), points.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
   };
@@ -67,7 +73,7 @@ int run(const Options& o) {
   if (o.baseline) {
     RunConfig c = base;
     c.minibatch = 0;
-    const auto tr = sim::traffic_uniform(spec, c.ranks, c.tokens_per_rank, c.minibatch_tokens(), o.problem.seed);
+    const auto tr = o.problem.traffic(spec, c);
     const auto r = sim::simulate_baseline(topo, spec, c, tr);
     std::printf("non-overlapped all_to_all + GEMM baseline: %.2f us; best speedup %.3fx\n", r.layer_ps / 1e6,
                 double(r.layer_ps) / double(sorted[0].layer_ps));
@@ -96,6 +102,8 @@ calico::cli::Registrar sweep(
       sub.add_option("--comm-sms", o->comm_sms, "Communication SM counts to try")->delimiter(',');
       sub.add_option("--minibatches", o->minibatches, "Minibatch sizes (default T, T/2, ... >= 64)")->delimiter(',');
       sub.add_option("--out", o->out, "CSV output path");
+      sub.add_option("--hdf5", o->hdf5, "Also write the table as HDF5 (the CSV's columns, one dataset each)");
+      o->transfer.add(sub);
       sub.add_option("--plot", o->plot, "PNG output path (default: the CSV path with .png)");
       sub.add_flag("--no-plot", o->no_plot, "Do not plot");
       sub.add_flag("--baseline", o->baseline, "Also report the speedup over the non-overlapped schedule");

@@ -27,7 +27,7 @@ struct SimProblem {
     sub.add_option("--ranks", ranks, "EP ranks R (<= the topology's GPUs)")->required();
     sub.add_option("--tokens", tokens, "Tokens per rank T")->required();
     sub.add_option("--routing", routing,
-                   "uniform (default; any R), or zipf:S / adversarial / FILE.h5 via build_schedule (R must divide E)");
+                   "uniform (default), zipf:S, adversarial or FILE.h5 (any R; rank r owns experts [rE/R, (r+1)E/R))");
     sub.add_option("--dtype", dtype, "bf16 or mxfp8 (wire and GEMM format of the routed experts)");
     sub.add_option("--seed", seed, "Routing seed");
   }
@@ -39,11 +39,19 @@ struct SimProblem {
   sim::Traffic traffic(const LayerSpec& spec, const RunConfig& cfg) const {
     if (routing == "uniform")
       return sim::traffic_uniform(spec, cfg.ranks, cfg.tokens_per_rank, cfg.minibatch_tokens(), seed);
-    require(spec.experts % cfg.ranks == 0, "--routing {} needs --ranks to divide experts (E={}), got R={}", routing,
-            spec.experts, cfg.ranks);
     const Routing r = make_routing(spec, cfg.total_tokens(), RoutingSource::parse(routing), seed);
-    return sim::traffic_from_schedule(build_schedule(spec, cfg, r), cfg.minibatch);
+    return sim::traffic_from_routing(spec, r, cfg.ranks, cfg.tokens_per_rank, cfg.minibatch_tokens());
   }
+};
+
+// --engine / --signal: the transfer engine and completion protocol of every communication stage.
+struct TransferOptions {
+  std::string engine = "tma", signal = "per_block";
+  void add(CLI::App& sub) {
+    sub.add_option("--engine", engine, "Transfer engine of every stage: tma (default), lsu or ce (MODEL.md)");
+    sub.add_option("--signal", signal, "Completion protocol: per_block (default), per_message or barrier");
+  }
+  sim::Transfer get() const { return {sim::parse_engine(engine), sim::parse_signal(signal)}; }
 };
 
 inline Direction direction_option(const std::string& s, const char* flag) {

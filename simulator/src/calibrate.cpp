@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -43,7 +45,8 @@ struct Free {
   double Topology::*field;
   double lo, hi;
 };
-constexpr Free kFree[] = {
+// The 2-GPU LSU probes (data/calibration/h200x2.json).
+constexpr Free kFreeProbes[] = {
     {"link_efficiency", &Topology::link_efficiency, 0.3, 1.0},
     {"push_store_gbps_per_sm", &Topology::push_store_gbps_per_sm, 1.0, 2000.0},
     {"remote_mem_latency_ns", &Topology::remote_mem_latency_ns, 1.0, 10000.0},
@@ -53,6 +56,105 @@ constexpr Free kFree[] = {
     {"nccl_channel_bytes", &Topology::nccl_channel_bytes, 1024.0, 1e12},
     {"nccl_channel_gbps", &Topology::nccl_channel_gbps, 1.0, 2000.0},
 };
+// HybridEP's TMA kernels on R GPUs (data/calibration/gb200-hybridep.json): the NVLink-level parameters.
+// stage_fixed_ns is not separable from the rates with these points (all move hundreds of MB) and stays fixed.
+constexpr Free kFreeHybridEP[] = {
+    {"link_efficiency", &Topology::link_efficiency, 0.3, 1.0},
+    {"tma_push_gbps_per_sm", &Topology::tma_push_gbps_per_sm, 10.0, 600.0},
+    {"tma_pull_bytes_in_flight_per_sm", &Topology::tma_pull_bytes_in_flight_per_sm, 4096.0, 262144.0},
+    {"sm_peer_overhead", &Topology::sm_peer_overhead, 1e-5, 1.0},
+    {"port_peer_overhead", &Topology::port_peer_overhead, 1e-5, 1.0},
+};
+
+constexpr int kHybridTokens = 4096, kHybridHidden = 7168;
+constexpr double kHybridRow = 2.0 * kHybridHidden;  // bf16 row, 14336 B
+
+// HybridEP's problem at EP R: 4096 tokens per rank, 8 experts per rank, top-8, uniform routing (one
+// minibatch); the dispatch matrix, cached per R (the calibration evaluates it thousands of times).
+const Traffic& hybrid_traffic(int R) {
+  static std::mutex mu;
+  static std::map<int, Traffic> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(R);
+  if (it == cache.end()) {
+    LayerSpec spec;
+    spec.name = "hybridep";
+    spec.hidden = kHybridHidden;
+    spec.intermediate = 2048;
+    spec.experts = 8 * R;
+    spec.top_k = 8;
+    it = cache.emplace(R, traffic_uniform(spec, R, kHybridTokens, kHybridTokens, 1)).first;
+  }
+  return it->second;
+}
+
+// One HybridEP kernel (MODEL.md "HybridEP scenarios"): every GPU drives one TMA flow with all `sms` SMs;
+// dispatch pushes its row of the matrix (per-block counters, receivers wait for every source), combine
+// pulls the same rows back (after the owners' ready flags). Returns GB/s as HybridEP reports it: rows
+// received per rank including the local share x 14336 B / kernel time.
+double hybridep(const Topology& topo, bool combine, int R, double sms) {
+  require(R >= 2 && R <= topo.max_gpus, "hybridep scenario: ranks must be in [2, {}], got {}", topo.max_gpus, R);
+  const Traffic& tr = hybrid_traffic(R);
+  Network net(R, topo.link_bytes_per_ps(), topo.reverse_overhead);
+  struct G { Time start, local; int peers; int64_t rows; };
+  std::vector<G> gs(R);
+  std::vector<FlowSpec> flows(R);
+  const double ready = combine ? topo.one_way_signal_ns() + fan_in_ns(topo, R - 1) : 0.0;
+  double received = 0;
+  for (int g = 0; g < R; ++g) {
+    std::vector<double> w(R, 0.0);
+    double remote = 0;
+    int peers = 0;
+    int64_t rows = 0;
+    for (int p = 0; p < R; ++p) {
+      received += double(tr.dispatch(0, p, g)) / R;
+      if (p == g) continue;
+      const int64_t n = tr.dispatch(0, g, p);  // dispatch: g -> p; combine: g pulls them back from p
+      w[p] = double(n) * kHybridRow;
+      remote += w[p];
+      rows += n;
+      peers += n > 0;
+    }
+    for (double& x : w) x /= remote;
+    const double setup = ready + setup_ns(topo, Engine::tma, peers, sms);
+    gs[g] = {static_cast<Time>(std::llround(setup * kPsPerNs)),
+             static_cast<Time>(std::llround(2.0 * tr.dispatch(0, g, g) * kHybridRow / (topo.local_copy_gbps * 1e-3))),
+             peers, rows};
+    flows[g] = FlowSpec{g, combine, remote, engine_cap(topo, Engine::tma, combine, sms, peers, 1.0), std::move(w),
+                        port_overhead(topo, peers)};
+  }
+  std::vector<int> order(R);
+  for (int g = 0; g < R; ++g) order[g] = g;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return gs[a].start < gs[b].start; });
+  std::vector<Time> done(R, 0);
+  std::vector<int> driver;  // flow id -> GPU
+  size_t next = 0;
+  while (true) {
+    const Time tn = net.next_completion();
+    const Time ts = next < order.size() ? gs[order[next]].start : kNever;
+    if (tn == kNever && ts == kNever) break;
+    if (ts <= tn) {
+      net.advance(ts);
+      const int g = order[next++];
+      net.add(std::move(flows[g]), ts);
+      driver.push_back(g);
+    } else {
+      for (int id : net.advance(tn)) done[driver[id]] = tn;
+    }
+  }
+  Time kernel = 0, last = 0;
+  const Time tail = combine ? static_cast<Time>(std::llround(topo.pull_rtt_ns() * kPsPerNs)) : 0;
+  for (int g = 0; g < R; ++g) {
+    const double sig = sender_signal_ns(topo, Engine::tma, Signal::per_block, gs[g].rows, gs[g].peers, sms);
+    done[g] = std::max(done[g] + tail, gs[g].start + gs[g].local) + static_cast<Time>(std::llround(sig * kPsPerNs));
+    last = std::max(last, done[g]);
+  }
+  // Dispatch: a receiver is done when every source's counters have arrived; combine: its own pulls are done.
+  kernel = combine ? last
+                   : last + static_cast<Time>(std::llround(
+                                (topo.hops * topo.hop_latency_ns + topo.poll_ns + fan_in_ns(topo, R - 1)) * kPsPerNs));
+  return received * kHybridRow / double(kernel) * 1e3;
+}
 
 }  // namespace
 
@@ -65,6 +167,8 @@ double simulate_measurement(const Topology& topo, const Measurement& m) {
   if (m.scenario == "bidir_push")
     return gbps(kCopyBytes, run_flows(topo, {copy_flow(topo, 0, false, m.x), copy_flow(topo, 1, false, m.x)}));
   if (m.scenario == "flag_round_trip") return 2.0 * topo.one_way_signal_ns() / 1e3;  // ping + pong, in us
+  if (m.scenario == "hybridep_dispatch") return hybridep(topo, false, m.ranks, m.x);
+  if (m.scenario == "hybridep_combine") return hybridep(topo, true, m.ranks, m.x);
   if (m.scenario == "all_to_all") {
     // x MiB per rank, half to the peer, half to itself; value = bytes over the link per rank per second.
     const int64_t half = static_cast<int64_t>(m.x * 1048576.0 / 2);
@@ -73,7 +177,8 @@ double simulate_measurement(const Topology& topo, const Measurement& m) {
     return gbps(double(half), t);
   }
   throw Error(fmt::format(
-      "calibration scenario must be push_copy, pull_copy, bidir_push, flag_round_trip or all_to_all, got '{}'",
+      "calibration scenario must be push_copy, pull_copy, bidir_push, flag_round_trip, all_to_all, "
+      "hybridep_dispatch or hybridep_combine, got '{}'",
       m.scenario));
 }
 
@@ -90,7 +195,7 @@ CalibrationData load_calibration(const std::string& name_or_path) {
     d.topology = j.at("topology").get<std::string>();
     for (const auto& m : j.at("measurements"))
       d.measurements.push_back({m.at("scenario").get<std::string>(), m.value("x", 0.0), m.at("value").get<double>(),
-                                m.value("unit", ""), m.value("source", "")});
+                                m.value("unit", ""), m.value("source", ""), m.value("ranks", 2)});
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: bad calibration file: {}", p.string(), e.what()));
   }
@@ -109,15 +214,22 @@ static double objective(const Topology& t, const CalibrationData& d) {
   return s;
 }
 
-// Sets the free parameters from log-space coordinates, clamped to their ranges.
-static Topology with(const Topology& base, const std::vector<double>& x) {
-  Topology t = base;
-  for (size_t i = 0; i < x.size(); ++i) t.*kFree[i].field = std::clamp(std::exp(x[i]), kFree[i].lo, kFree[i].hi);
-  return t;
+static std::vector<Free> free_parameters(const CalibrationData& d) {
+  bool hybrid = false;
+  for (const auto& m : d.measurements) hybrid |= m.scenario.rfind("hybridep", 0) == 0;
+  if (hybrid) return {std::begin(kFreeHybridEP), std::end(kFreeHybridEP)};
+  return {std::begin(kFreeProbes), std::end(kFreeProbes)};
 }
 
 CalibrationResult calibrate(const Topology& start, const CalibrationData& data) {
-  const size_t n = std::size(kFree);
+  const std::vector<Free> kFree = free_parameters(data);
+  // Sets the free parameters from log-space coordinates, clamped to their ranges.
+  auto with = [&](const Topology& base, const std::vector<double>& x) {
+    Topology t = base;
+    for (size_t i = 0; i < x.size(); ++i) t.*kFree[i].field = std::clamp(std::exp(x[i]), kFree[i].lo, kFree[i].hi);
+    return t;
+  };
+  const size_t n = kFree.size();
   auto f = [&](const std::vector<double>& x) { return objective(with(start, x), data); };
   // Nelder-Mead in log space (deterministic: fixed initial simplex, fixed tie order), restarted from the best
   // vertex until it stops improving, then a coordinate pattern search to polish.

@@ -16,7 +16,9 @@ namespace {
 // delivered_all / deps_ready_all: one event for a fan-out to every GPU but `gpu` (all GPUs when gpu < 0), in
 // GPU order. Members of a fan-out had consecutive sequence numbers, so nothing could interleave with them:
 // one event per fan-out gives the same processing order with R times fewer heap operations.
-enum class Ev : uint8_t { compute_done, comm_done, delivered, deps_ready, delivered_all, deps_ready_all };
+enum class Ev : uint8_t {
+  compute_done, comm_done, delivered, deps_ready, delivered_all, deps_ready_all, flow_start, arrived_all
+};
 enum Kind { kDispatch = 0, kCombine = 1 };
 
 struct Event {
@@ -36,7 +38,9 @@ struct CTask {  // a compute task waiting or running
 struct CommTask {
   Time start = 0, net_done = 0, local_done = 0;
   int flow = -1;
-  int sms = 0;
+  int peers = 0;          // peers with remote rows
+  int64_t rows_out = 0;   // remote rows this driver moves
+  FlowSpec pending;       // the flow, until its setup time has passed
 };
 
 class PassSim {
@@ -49,6 +53,11 @@ class PassSim {
     comm_sms_ = fwd ? cfg.comm_sms_forward : cfg.comm_sms_backward;
     dir_[kDispatch] = fwd ? cfg.dispatch_forward : cfg.dispatch_backward;
     dir_[kCombine] = fwd ? cfg.combine_forward : cfg.combine_backward;
+    xfer_[kDispatch] = opt.transfer[fwd ? 0 : 1][kDispatch];
+    xfer_[kCombine] = opt.transfer[fwd ? 0 : 1][kCombine];
+    ring_ = cfg.macrobatch > 0 && cfg.macrobatch < M_ ? cfg.macrobatch : 0;
+    // EP = 1: nothing leaves the GPU, the GEMMs read and write their rows in place; no communication SMs.
+    comm_sms_ = R_ > 1 ? comm_sms_ : 0;
     compute_sms_ = topo.sms - comm_sms_;
     row_[kDispatch] = fwd ? row_bytes(spec.dtype, spec.hidden) : 2.0 * spec.hidden;
     row_[kCombine] = 2.0 * spec.hidden;
@@ -65,16 +74,28 @@ class PassSim {
       g.arrivals[0].assign(M_, 0);
       g.arrivals[1].assign(M_, 0);
     }
+    first_done_.assign(M_, 0);
+    stage_done_[0].assign(M_, 0);
+    stage_done_[1].assign(M_, 0);
+    stage_last_[0].assign(M_, 0);
+    stage_last_[1].assign(M_, 0);
   }
 
   Time run(Time t0) {
     t0_ = t0;
     net_advance_to(t0);
-    const Time sig = ps(topo_.one_way_signal_ns());
+    const Time sig = ps(topo_.one_way_signal_ns() + fan_in_ns(R_ - 1));
     for (int g = 0; g < R_; ++g) {
-      // Dispatch inputs are ready at the pass start; a pull waits for the sources' ready flags.
-      for (int m = 0; m < M_; ++m)
-        push_event(dir_[kDispatch] == Direction::pull && R_ > 1 ? t0 + sig : t0, Ev::deps_ready, g, kDispatch, m);
+      if (R_ == 1) {  // local rows are read and written in place: the first stage is ready at once
+        for (int m = 0; m < M_; ++m) {
+          gpu_[g].ready.push_back({stages_[0], m, t0});
+          out_.local_bytes += double(tr_.dispatch(m, g, g)) * row_[kDispatch] + double(tr_.combine(m, g, g)) * row_[kCombine];
+        }
+      } else {
+        // Dispatch inputs are ready at the pass start; a pull waits for the sources' ready flags.
+        for (int m = 0; m < M_; ++m)
+          push_event(dir_[kDispatch] == Direction::pull ? t0 + sig : t0, Ev::deps_ready, g, kDispatch, m);
+      }
       if (spec_.shared_intermediate > 0)
         for (int m = 0; m < M_; ++m) gpu_[g].shared.push_back({Stage::shared, m, t0});
       try_compute(g, t0);
@@ -88,7 +109,7 @@ class PassSim {
     }
     Time busiest = 0;
     for (const auto& g : gpu_) busiest = std::max(busiest, g.compute_busy);
-    out_.exposed_comm_ps += std::max<Time>(0, (end - t0) - busiest);
+    out_.exposed_comm_ps += R_ > 1 ? std::max<Time>(0, (end - t0) - busiest) : 0;
     for (int g = 0; g < R_; ++g) out_egress_[g] = net_.egress_bytes(g);
     out_.flow_events += net_.recomputes();
     return end;
@@ -101,7 +122,7 @@ class PassSim {
   struct Queue {
     int next = 0;        // next minibatch to issue
     bool busy = false;
-    std::vector<int> dep_count;  // deps satisfied per minibatch (dispatch: 1; combine: 1 push / R pull)
+    std::vector<int> dep_count;  // deps satisfied per minibatch (needed_deps)
     std::vector<CommTask> tasks;
   };
   struct Gpu {
@@ -115,6 +136,7 @@ class PassSim {
   };
 
   static Time ps(double ns) { return static_cast<Time>(std::llround(ns * kPsPerNs)); }
+  double fan_in_ns(double n) const { return sim::fan_in_ns(topo_, n); }
   void push_event(Time t, Ev type, int gpu, int kind, int mb, int task = 0) {
     events_.push({t, seq_++, type, gpu, kind, mb, task});
   }
@@ -151,6 +173,10 @@ class PassSim {
         for (int d = 0; d < R_; ++d)
           if (d != e.gpu) deps_ready(d, e.kind, e.mb, e.t);
         break;
+      case Ev::flow_start: flow_start(e.gpu, e.kind, e.mb, e.t); break;
+      case Ev::arrived_all:
+        for (int d = 0; d < R_; ++d) arrived(d, e.kind, e.mb, e.t);
+        break;
     }
   }
   void deps_ready(int g, int kind, int m, Time t) {
@@ -183,7 +209,20 @@ class PassSim {
     });
     const CTask task = *it;
     from->erase(it);
-    const Time d = task_duration(topo_, spec_, tr_, pass_, task.stage, g, task.mb, compute_sms_);
+    // HBM sharing (MODEL.md): the bytes this GPU's links move while the task runs are read from or written
+    // to its HBM. At the current rate r the task's HBM floor becomes bytes / (hbm - r); the extra time is
+    // those comm bytes / hbm, at most the bytes the active flows still have to move here.
+    Time d = task_duration(topo_, spec_, tr_, pass_, task.stage, g, task.mb, compute_sms_);
+    if (opt_.hbm_sharing && R_ > 1 && net_.active() > 0) {
+      const double hbm = topo_.hbm_gbps * 1e-3;  // bytes/ps
+      const double rate = std::min(net_.data_rate_at(g), 0.9 * hbm);
+      if (rate > 0) {
+        const Time shared = task_duration(topo_, spec_, tr_, pass_, task.stage, g, task.mb, compute_sms_,
+                                          (hbm - rate) * 1e3);
+        const Time cap = static_cast<Time>(std::llround(net_.data_remaining_at(g) / hbm));
+        d += std::min(shared - d, cap);
+      }
+    }
     G.computing = true;
     G.compute_busy += d;
     running_[g] = task;
@@ -197,6 +236,7 @@ class PassSim {
     const CTask task = running_[g];
     if (task.stage != Stage::shared) {
       const auto pos = std::find(stages_.begin(), stages_.end(), task.stage) - stages_.begin();
+      if (pos == 0) first_stage_done(task.mb, t);
       if (pos + 1 < static_cast<long>(stages_.size())) {
         make_ready(g, stages_[pos + 1], task.mb, t);
       } else {
@@ -205,9 +245,22 @@ class PassSim {
     }
     try_compute(g, t);
   }
+  // Macrobatch ring (RunConfig::macrobatch slots of one minibatch each): dispatch m + slots may start once
+  // every GPU has consumed minibatch m from its ring (its first stage ran) and the credit flag arrived.
+  void first_stage_done(int m, Time t) {
+    if (!ring_ || R_ == 1) return;
+    if (++first_done_[m] == R_ && m + ring_ < M_)
+      push_event(t + ps(topo_.one_way_signal_ns() + fan_in_ns(R_ - 1)), Ev::deps_ready_all, -1, kDispatch, m + ring_);
+  }
   void expert_outputs_ready(int g, int m, Time t) {
+    if (R_ == 1) {
+      ++gpu_[g].combines_done;  // the outputs are already at home
+      return;
+    }
     if (dir_[kCombine] == Direction::push) {
       push_event(t, Ev::deps_ready, g, kCombine, m);
+    } else if (xfer_[kCombine].signal == Signal::barrier) {  // one barrier: all owners done, then everyone pulls
+      barrier_done(kCombine, m, t, /*ready=*/true);
     } else {  // each home pulls once every owner's ready flag has arrived
       const Time sig = ps(topo_.one_way_signal_ns());
       fan_out(t, sig, Ev::deps_ready, Ev::deps_ready_all, g, kCombine, m);
@@ -215,23 +268,25 @@ class PassSim {
   }
 
   // --- communication ---
-  int needed_deps(int kind) const { return kind == kCombine && dir_[kCombine] == Direction::pull ? R_ : 1; }
+  int needed_deps(int kind, int m) const {
+    if (kind == kCombine) return dir_[kCombine] == Direction::pull && xfer_[kCombine].signal != Signal::barrier ? R_ : 1;
+    return 1 + (ring_ && m >= ring_ ? 1 : 0);
+  }
   int64_t count(int kind, int m, int s, int d) const {
     return kind == kDispatch ? tr_.dispatch(m, s, d) : tr_.combine(m, s, d);
   }
-  double cap(const Gpu& G, int kind) const {
+  double cap(const Gpu& G, int kind, int peers) const {
     const double sms = double(comm_sms_) / std::max(1, G.active_flows);
-    return dir_[kind] == Direction::push ? push_cap(topo_, sms, opt_.link_scale) : pull_cap(topo_, sms);
+    return engine_cap(topo_, xfer_[kind].engine, dir_[kind] == Direction::pull, sms, peers, opt_.link_scale);
   }
   void update_caps(int g) {
     Gpu& G = gpu_[g];
-    for (int id : G.flows) net_.set_cap(id, cap(G, flow_kind_[id]));
+    for (int id : G.flows) net_.set_cap(id, cap(G, flow_kind_[id], flow_peers_[id]));
   }
-
   void try_comm(int g, int kind, Time t) {
     Gpu& G = gpu_[g];
     Queue& q = G.q[kind];
-    if (q.busy || q.next >= M_ || q.dep_count[q.next] < needed_deps(kind)) return;
+    if (q.busy || q.next >= M_ || q.dep_count[q.next] < needed_deps(kind, q.next)) return;
     const int m = q.next++;
     q.busy = true;
     CommTask& task = q.tasks[m];
@@ -243,25 +298,39 @@ class PassSim {
     for (int p = 0; p < R_; ++p) {
       const int64_t rows = pull ? count(kind, m, p, g) : count(kind, m, g, p);
       const double b = double(rows) * row_[kind];
-      (p == g ? local : remote) += b;
-      if (p != g) w[p] = b;
+      if (p == g) {
+        local += b;
+      } else {
+        remote += b;
+        w[p] = b;
+        task.rows_out += rows;
+        task.peers += rows > 0;
+      }
     }
     out_.remote_bytes += remote;
     out_.local_bytes += local;
+    // Local rows go through HBM (read + write), in parallel with the remote flow.
     task.local_done = t + static_cast<Time>(std::llround(2.0 * local / (topo_.local_copy_gbps * 1e-3)));
     if (remote > 0) {
       for (double& x : w) x /= remote;
-      ++G.active_flows;
-      FlowSpec f{g, pull, remote, 0.0, std::move(w)};
-      task.flow = net_.add(std::move(f), t);
-      flow_kind_.push_back(kind);  // flow ids are dense and increasing
-      flow_owner_.push_back({g, m});
-      G.flows.push_back(task.flow);
-      update_caps(g);
+      task.pending = FlowSpec{g, pull, remote, 0.0, std::move(w), port_overhead(topo_, task.peers)};
+      push_event(t + ps(setup_ns(topo_, xfer_[kind].engine, task.peers, comm_sms_)), Ev::flow_start, g, kind, m);
     } else {
       task.net_done = t;
-      finish_comm(g, kind, m, t);
+      finish_comm(g, kind, m, t + ps(topo_.stage_fixed_ns));
     }
+  }
+
+  void flow_start(int g, int kind, int m, Time t) {
+    Gpu& G = gpu_[g];
+    CommTask& task = G.q[kind].tasks[m];
+    ++G.active_flows;
+    task.flow = net_.add(std::move(task.pending), t);
+    flow_kind_.push_back(kind);  // flow ids are dense and increasing
+    flow_owner_.push_back({g, m});
+    flow_peers_.push_back(task.peers);
+    G.flows.push_back(task.flow);
+    update_caps(g);
   }
 
   void flow_done(int id, Time t) {
@@ -280,14 +349,16 @@ class PassSim {
     finish_comm(g, kind, m, t + tail);
   }
 
+  // MODEL.md "Signalling protocols"; a pull moves no data flags (its loads completing is the completion)
+  // but releases the sources' buffers the same way.
+  double signal_ns(int g, int kind, const CommTask& task) const {
+    const double sms = std::max(1, comm_sms_ / std::max(1, gpu_[g].active_flows + 1));
+    return sender_signal_ns(topo_, xfer_[kind].engine, xfer_[kind].signal, task.rows_out, task.peers, sms);
+  }
+
   void finish_comm(int g, int kind, int m, Time data_done) {
     CommTask& task = gpu_[g].q[kind].tasks[m];
-    // Per-message signalling: R-1 flags, each a fence + flag write, spread over the SMs of this task.
-    const int msgs = R_ - 1;
-    const double per_msg = topo_.fence_ns + topo_.flag_write_ns;
-    const double sms = std::max(1, comm_sms_ / std::max(1, gpu_[g].active_flows + 1));
-    const Time signal = ps(std::ceil(msgs / sms) * per_msg);
-    push_event(std::max(data_done, task.local_done) + signal, Ev::comm_done, g, kind, m);
+    push_event(std::max(data_done, task.local_done) + ps(signal_ns(g, kind, task)), Ev::comm_done, g, kind, m);
   }
 
   void comm_done(int g, int kind, int m, Time t) {
@@ -298,6 +369,8 @@ class PassSim {
            m, G.q[kind].tasks[m].start, t);
     if (dir_[kind] == Direction::pull) {
       arrived(g, kind, m, t);
+    } else if (xfer_[kind].signal == Signal::barrier) {
+      barrier_done(kind, m, t, /*ready=*/false);
     } else {  // the flags reach each destination after the wire latency and a poll
       const Time lat = ps(topo_.hops * topo_.hop_latency_ns + topo_.poll_ns);
       fan_out(t, lat, Ev::delivered, Ev::delivered_all, g, kind, m);
@@ -305,8 +378,27 @@ class PassSim {
     try_comm(g, kind, t);
   }
 
+  // One barrier per stage and minibatch: when the last of the R ranks reaches it, everyone learns after a
+  // gather (one-way signal, fan-in of R-1 flags at the root) and a release (one-way signal). ready = the
+  // barrier releases pull tasks (deps) instead of delivering pushed data.
+  void barrier_done(int kind, int m, Time t, bool ready) {
+    stage_last_[kind][m] = std::max(stage_last_[kind][m], t);
+    if (++stage_done_[kind][m] < R_) return;
+    const Time at = stage_last_[kind][m] + ps(2 * topo_.one_way_signal_ns() + fan_in_ns(R_ - 1));
+    push_event(at, ready ? Ev::deps_ready_all : Ev::arrived_all, -1, kind, m);
+  }
+
+  // Receiver fan-in: a push destination checks one flag (per_block: counter) per source, or one per row.
   void delivered(int d, int kind, int m, Time t) {
-    if (++gpu_[d].arrivals[kind][m] == R_) arrived(d, kind, m, t);
+    if (++gpu_[d].arrivals[kind][m] < R_) return;
+    int64_t msgs = R_ - 1;
+    if (xfer_[kind].signal == Signal::per_message) {
+      msgs = 0;
+      for (int s = 0; s < R_; ++s)
+        if (s != d) msgs += count(kind, m, s, d);
+      msgs = (msgs + std::max(1, comm_sms_) - 1) / std::max(1, comm_sms_);  // the comm SMs poll in parallel
+    }
+    arrived(d, kind, m, t + ps(fan_in_ns(double(msgs))));
   }
 
   void arrived(int d, int kind, int m, Time t) {
@@ -334,14 +426,17 @@ class PassSim {
   SimResult& out_;
   int R_, M_;
   Network net_;
-  int comm_sms_ = 0, compute_sms_ = 0;
+  int comm_sms_ = 0, compute_sms_ = 0, ring_ = 0;
   Direction dir_[2];
+  Transfer xfer_[2];
   double row_[2];
   std::vector<Stage> stages_;
   std::vector<Gpu> gpu_;
   std::vector<CTask> running_;
-  std::vector<int> flow_kind_;
+  std::vector<int> flow_kind_, flow_peers_;
   std::vector<std::pair<int, int>> flow_owner_;
+  std::vector<int> first_done_, stage_done_[2];
+  std::vector<Time> stage_last_[2];
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   int64_t seq_ = 0;
   Time t0_ = 0;
@@ -371,6 +466,20 @@ const char* to_string(Stage s) {
     case Stage::shared: return "shared";
   }
   return "?";
+}
+const char* to_string(Engine e) { return e == Engine::lsu ? "lsu" : e == Engine::tma ? "tma" : "ce"; }
+const char* to_string(Signal s) {
+  return s == Signal::per_message ? "per_message" : s == Signal::per_block ? "per_block" : "barrier";
+}
+Engine parse_engine(const std::string& s) {
+  for (Engine e : {Engine::lsu, Engine::tma, Engine::ce})
+    if (s == to_string(e)) return e;
+  throw Error(fmt::format("engine must be one of lsu, tma, ce, got '{}'", s));
+}
+Signal parse_signal(const std::string& s) {
+  for (Signal x : {Signal::per_message, Signal::per_block, Signal::barrier})
+    if (s == to_string(x)) return x;
+  throw Error(fmt::format("signal must be one of per_message, per_block, barrier, got '{}'", s));
 }
 Stage parse_stage(const std::string& s) {
   for (Stage x : {Stage::dispatch, Stage::gate_up, Stage::swiglu, Stage::down, Stage::combine, Stage::shared})

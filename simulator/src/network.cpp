@@ -83,6 +83,8 @@ static std::vector<double> usage_row(const FlowSpec& s, double reverse, int gpus
   }
   peer_rev[s.driver] += 1.0;      // the driver's data direction
   peer_in[s.driver] += reverse;   // and its reverse direction
+  if (s.overhead != 1.0)
+    for (double& x : u) x *= s.overhead;
   return u;
 }
 
@@ -153,6 +155,26 @@ void Network::recompute() {
     f.finish = f.rate > 0 ? now_ + static_cast<Time>(std::ceil(f.remaining / f.rate)) : kNever;
   }
   dirty_ = false;
+}
+
+double Network::data_rate_at(int gpu) {
+  if (dirty_) recompute();
+  double r = 0;
+  for (int id : active_) {
+    const Flow& f = flows_[id];
+    if (f.spec.driver == gpu) r += f.rate;
+    else r += f.rate * f.spec.weights[gpu];
+  }
+  return r;
+}
+
+double Network::data_remaining_at(int gpu) const {
+  double r = 0;
+  for (int id : active_) {
+    const Flow& f = flows_[id];
+    r += f.remaining * (f.spec.driver == gpu ? 1.0 : f.spec.weights[gpu]);
+  }
+  return r;
 }
 
 Time Network::next_completion() {

@@ -2,11 +2,16 @@
 // (sms, minibatch, fwd dirs, bwd dirs) is the sum of two pass simulations, each computed once and reused;
 // pass simulations run in parallel (OpenMP) and are each deterministic, so the table does not depend on the
 // thread count.
+#include <array>
+#include <cstring>
 #include <fstream>
 #include <map>
 
 #include <omp.h>
 
+#include <hdf5.h>
+
+#include "calico/data.h"
 #include "calico/error.h"
 #include "calico/simulator.h"
 
@@ -37,11 +42,17 @@ std::vector<SweepPoint> run_sweep(const Topology& topo, const LayerSpec& spec, c
       if (index.emplace(k, keys.size()).second) keys.push_back(k);
     }
   std::map<int, Traffic> traffic;
+  const bool uniform = space.routing.empty() || space.routing == "uniform";
+  Routing routing;
+  if (!uniform) routing = make_routing(spec, base.total_tokens(), RoutingSource::parse(space.routing), routing_seed);
   for (int mb : space.minibatches) {
     RunConfig c = base;
     c.minibatch = mb;
     validate_run(topo, spec, c);
-    traffic.emplace(mb, traffic_uniform(spec, base.ranks, base.tokens_per_rank, c.minibatch_tokens(), routing_seed));
+    traffic.emplace(mb, uniform ? traffic_uniform(spec, base.ranks, base.tokens_per_rank, c.minibatch_tokens(),
+                                                  routing_seed)
+                                : traffic_from_routing(spec, routing, base.ranks, base.tokens_per_rank,
+                                                       c.minibatch_tokens()));
   }
   std::vector<SimResult> results(keys.size());
   size_t done = 0;
@@ -54,6 +65,7 @@ std::vector<SweepPoint> run_sweep(const Topology& topo, const LayerSpec& spec, c
     cfg.dispatch_forward = cfg.dispatch_backward = Direction(d);
     cfg.combine_forward = cfg.combine_backward = Direction(c);
     SimOptions opt;
+    opt.set_transfer(space.transfer);
     opt.forward = pass == 0;
     opt.backward = pass == 1;
     results[i] = simulate(topo, spec, cfg, traffic.at(mb), opt);
@@ -88,6 +100,71 @@ void write_sweep_csv(const std::string& path, const std::vector<SweepPoint>& poi
                        to_string(p.combine_bwd), p.layer_ps / 1e6, p.forward_ps / 1e6, p.backward_ps / 1e6,
                        p.exposed_comm_ps / 1e6, p.link_util_mean);
   require(bool(out), "--out: error writing {}", path);
+}
+
+namespace {
+
+// Closes an HDF5 handle at scope exit (H5Fclose / H5Dclose / ...); a negative id is an error from the call.
+struct H5Handle {
+  hid_t id;
+  herr_t (*close)(hid_t);
+  H5Handle(hid_t i, herr_t (*c)(hid_t), const char* what, const std::string& path) : id(i), close(c) {
+    require(id >= 0, "--hdf5: {} failed for {}", what, path);
+  }
+  ~H5Handle() {
+    if (id >= 0) close(id);
+  }
+  H5Handle(const H5Handle&) = delete;
+  H5Handle& operator=(const H5Handle&) = delete;
+};
+
+template <class T>
+void column(hid_t file, const std::string& path, const char* name, hid_t type, const std::vector<T>& v) {
+  const hsize_t n = v.size();
+  H5Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, "H5Screate_simple", path);
+  H5Handle set(H5Dcreate2(file, name, type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose, name, path);
+  require(v.empty() || H5Dwrite(set.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0, "--hdf5: writing {} to {}",
+          name, path);
+}
+
+}  // namespace
+
+void write_sweep_hdf5(const std::string& path, const std::vector<SweepPoint>& points) {
+  H5Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "H5Fcreate", path);
+  std::vector<int32_t> sms, mb;
+  std::vector<double> layer, fwd, bwd, exposed, util;
+  std::vector<std::array<char, 4>> dir[4];  // "push" / "pull", fixed length 4, no terminator
+  auto put = [](std::vector<std::array<char, 4>>& v, Direction d) {
+    std::array<char, 4> a{};
+    std::memcpy(a.data(), to_string(d), 4);
+    v.push_back(a);
+  };
+  for (const auto& p : points) {
+    sms.push_back(p.comm_sms);
+    mb.push_back(p.minibatch);
+    put(dir[0], p.dispatch_fwd);
+    put(dir[1], p.combine_fwd);
+    put(dir[2], p.dispatch_bwd);
+    put(dir[3], p.combine_bwd);
+    // The CSV's values, rounded as the CSV prints them, so both files hold the same table.
+    auto r = [](double x, int digits) { return std::stod(fmt::format("{:.{}f}", x, digits)); };
+    layer.push_back(r(p.layer_ps / 1e6, 3));
+    fwd.push_back(r(p.forward_ps / 1e6, 3));
+    bwd.push_back(r(p.backward_ps / 1e6, 3));
+    exposed.push_back(r(p.exposed_comm_ps / 1e6, 3));
+    util.push_back(r(p.link_util_mean, 4));
+  }
+  column(file.id, path, "comm_sms", H5T_NATIVE_INT32, sms);
+  column(file.id, path, "minibatch", H5T_NATIVE_INT32, mb);
+  H5Handle str(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy", path);
+  require(H5Tset_size(str.id, 4) >= 0 && H5Tset_strpad(str.id, H5T_STR_NULLPAD) >= 0, "--hdf5: string type for {}", path);
+  const char* names[4] = {"dispatch_fwd", "combine_fwd", "dispatch_bwd", "combine_bwd"};
+  for (int i = 0; i < 4; ++i) column(file.id, path, names[i], str.id, dir[i]);
+  column(file.id, path, "layer_us", H5T_NATIVE_DOUBLE, layer);
+  column(file.id, path, "forward_us", H5T_NATIVE_DOUBLE, fwd);
+  column(file.id, path, "backward_us", H5T_NATIVE_DOUBLE, bwd);
+  column(file.id, path, "exposed_comm_us", H5T_NATIVE_DOUBLE, exposed);
+  column(file.id, path, "link_util_mean", H5T_NATIVE_DOUBLE, util);
 }
 
 }  // namespace calico::sim

@@ -47,6 +47,21 @@ constexpr DoubleField kDoubleFields[] = {
     {"nccl_channel_bytes", &Topology::nccl_channel_bytes},
     {"nccl_channel_gbps", &Topology::nccl_channel_gbps},
 };
+// Second-cut parameters (issue 11): optional, so older topology files still load; a missing one keeps the
+// Topology default and says so in `sources`.
+constexpr DoubleField kOptionalFields[] = {
+    {"lsu_issue_ns", &Topology::lsu_issue_ns},
+    {"tma_push_gbps_per_sm", &Topology::tma_push_gbps_per_sm},
+    {"tma_pull_bytes_in_flight_per_sm", &Topology::tma_pull_bytes_in_flight_per_sm},
+    {"tma_issue_ns", &Topology::tma_issue_ns},
+    {"tma_completion_ns", &Topology::tma_completion_ns},
+    {"ce_gbps", &Topology::ce_gbps},
+    {"ce_launch_ns", &Topology::ce_launch_ns},
+    {"stage_fixed_ns", &Topology::stage_fixed_ns},
+    {"sm_peer_overhead", &Topology::sm_peer_overhead},
+    {"port_peer_overhead", &Topology::port_peer_overhead},
+    {"poll_lanes", &Topology::poll_lanes},
+};
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p);
@@ -67,6 +82,12 @@ void Topology::validate() const {
   for (const auto& f : kDoubleFields)
     require(this->*f.field >= 0 && std::isfinite(this->*f.field), "topology {}: {} must be finite and >= 0, got {}",
             name, f.name, this->*f.field);
+  for (const auto& f : kOptionalFields)
+    require(this->*f.field >= 0 && std::isfinite(this->*f.field), "topology {}: {} must be finite and >= 0, got {}",
+            name, f.name, this->*f.field);
+  require(tma_push_gbps_per_sm > 0 && tma_pull_bytes_in_flight_per_sm > 0 && ce_gbps > 0 && poll_lanes >= 1,
+          "topology {}: tma_push_gbps_per_sm, tma_pull_bytes_in_flight_per_sm and ce_gbps must be > 0, poll_lanes "
+          ">= 1", name);
   require(link_gbps > 0 && link_efficiency > 0 && link_efficiency <= 1.0,
           "topology {}: link_gbps must be > 0 and link_efficiency in (0, 1], got {} and {}", name, link_gbps,
           link_efficiency);
@@ -98,6 +119,13 @@ Topology parse_topology_json(const std::string& json_text, const std::string& or
     };
     for (const auto& f : kIntFields) read(f.name, t.*f.field);
     for (const auto& f : kDoubleFields) read(f.name, t.*f.field);
+    for (const auto& f : kOptionalFields) {
+      if (p.contains(f.name)) {
+        read(f.name, t.*f.field);
+      } else {
+        t.sources[f.name] = "default of calico::sim::Topology (not in the topology file)";
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: bad topology: {}", origin, e.what()));
   }
@@ -114,6 +142,7 @@ std::string topology_to_json(const Topology& t) {
   auto src = [&](const char* n) { auto it = t.sources.find(n); return it == t.sources.end() ? "" : it->second; };
   for (const auto& f : kIntFields) p[f.name] = {{"value", t.*f.field}, {"source", src(f.name)}};
   for (const auto& f : kDoubleFields) p[f.name] = {{"value", t.*f.field}, {"source", src(f.name)}};
+  for (const auto& f : kOptionalFields) p[f.name] = {{"value", t.*f.field}, {"source", src(f.name)}};
   return j.dump(2) + "\n";
 }
 

@@ -112,4 +112,21 @@ Traffic traffic_uniform(const LayerSpec& spec, int ranks, int64_t tokens_per_ran
   return t;
 }
 
+Traffic traffic_from_routing(const LayerSpec& spec, const Routing& routing, int ranks, int64_t tokens_per_rank,
+                             int64_t minibatch_tokens) {
+  require(routing.tokens == int64_t(ranks) * tokens_per_rank && routing.top_k == spec.top_k,
+          "traffic: routing has {} tokens and K={}, the run needs R*T={} and K={}", routing.tokens, routing.top_k,
+          int64_t(ranks) * tokens_per_rank, spec.top_k);
+  Traffic t = empty_traffic(spec.experts, ranks, tokens_per_rank, minibatch_tokens);
+  for (int64_t g = 0; g < routing.tokens; ++g) {
+    const int home = static_cast<int>(g / tokens_per_rank);
+    const int mb = static_cast<int>((g % tokens_per_rank) / minibatch_tokens);
+    const int32_t* ex = routing.topk_experts.data() + g * routing.top_k;
+    for (int k = 0; k < routing.top_k; ++k)
+      require(ex[k] >= 0 && ex[k] < spec.experts, "traffic: token {} routes to expert {} (E={})", g, ex[k], spec.experts);
+    add_token(t, mb, home, ex, routing.top_k);
+  }
+  return t;
+}
+
 }  // namespace calico::sim

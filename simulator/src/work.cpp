@@ -72,7 +72,7 @@ void expert_work(Gemms& g, Pass pass, Stage stage, int64_t rows, int64_t h, int6
 }  // namespace
 
 Time task_duration(const Topology& topo, const LayerSpec& spec, const Traffic& tr, Pass pass, Stage stage, int gpu,
-                   int mb, int sms) {
+                   int mb, int sms, double hbm_gbps) {
   const double speed = spec.dtype == DType::mxfp8 ? topo.mxfp8_speedup : 1.0;
   Gemms g{topo, topo.bf16_tflops * topo.gemm_efficiency * speed / topo.sms,
           spec.dtype == DType::mxfp8 ? 1.0 + 1.0 / 32 : 2.0, {}};
@@ -86,7 +86,7 @@ Time task_duration(const Topology& topo, const LayerSpec& spec, const Traffic& t
   }
   double ps = 0;
   if (g.w.tiles > 0) ps = std::ceil(g.w.tiles / sms) * (g.w.tile_ps / g.w.tiles);
-  ps = std::max(ps, g.w.bytes / (topo.hbm_gbps * 1e-3));
+  ps = std::max(ps, g.w.bytes / ((hbm_gbps > 0 ? hbm_gbps : topo.hbm_gbps) * 1e-3));
   return static_cast<Time>(std::llround(ps + topo.task_overhead_ns * kPsPerNs));
 }
 

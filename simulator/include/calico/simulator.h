@@ -44,6 +44,20 @@ struct Topology {
   double kernel_launch_ns = 5000; // per kernel in the non-overlapped baseline
   double nccl_launch_ns = 6000, nccl_channel_bytes = 2097152;  // NCCL all_to_all model (MODEL.md)
   double nccl_channel_gbps = 165;  // copy rate of one NCCL channel (through its FIFO buffers)
+  // --- second cut (issue 11); optional in the JSON (defaults below, recorded as such in `sources`) ---
+  // Transfer engines (MODEL.md "Transfer engines"): LSU = SM load/store (push_store_gbps_per_sm and
+  // pull_bytes_in_flight_per_sm above), TMA = bulk async copies, CE = the copy engine driven by the host.
+  double lsu_issue_ns = 0;                     // per peer per task: address setup of a load/store loop
+  double tma_push_gbps_per_sm = 600;           // bulk-store issue rate of one SM
+  double tma_pull_bytes_in_flight_per_sm = 65536;  // bulk loads one SM keeps in flight
+  double tma_issue_ns = 200;                   // per peer per task: descriptor + mbarrier setup
+  double tma_completion_ns = 300;              // cp.async.bulk wait_group / mbarrier wait before a flag
+  double ce_gbps = 395;                        // copy-engine rate per GPU (does not use SMs)
+  double ce_launch_ns = 4000;                  // per peer per task: one host-issued memcpy each
+  double stage_fixed_ns = 0;                   // per communication task: setup, barrier, first byte
+  double sm_peer_overhead = 0;                 // per doubling of peers: fractional loss of per-SM engine rate
+  double port_peer_overhead = 0;               // per doubling of peers: port bytes per data byte above 1
+  double poll_lanes = 32;                      // flags one polling warp checks per poll
   std::map<std::string, std::string> sources;  // parameter -> where its value comes from
 
   double link_bytes_per_ps() const { return link_gbps * link_efficiency * 1e-3; }
@@ -77,8 +91,24 @@ Traffic traffic_from_schedule(const Schedule& schedule, int minibatch_tokens);
 // Uniform routing (each token picks K distinct experts uniformly) from a counter-based generator; any R.
 Traffic traffic_uniform(const LayerSpec& spec, int ranks, int64_t tokens_per_rank, int64_t minibatch_tokens,
                         uint64_t seed);
+// Any routing of the global batch (make_routing: uniform, zipf:S, adversarial, file), for any R (ownership
+// floor(r*E/R) as above; no R | E requirement).
+Traffic traffic_from_routing(const LayerSpec& spec, const Routing& routing, int ranks, int64_t tokens_per_rank,
+                             int64_t minibatch_tokens);
 
 enum class Pass : uint8_t { forward, backward };
+// How a communication task moves bytes (MODEL.md "Transfer engines") and how its completion is signalled
+// (MODEL.md "Signalling protocols").
+enum class Engine : uint8_t { lsu, tma, ce };
+enum class Signal : uint8_t { per_message, per_block, barrier };
+const char* to_string(Engine e);
+const char* to_string(Signal s);
+Engine parse_engine(const std::string& s);
+Signal parse_signal(const std::string& s);
+struct Transfer {
+  Engine engine = Engine::tma;
+  Signal signal = Signal::per_block;
+};
 enum class Stage : uint8_t { dispatch, gate_up, swiglu, down, combine, shared };
 const char* to_string(Pass p);
 const char* to_string(Stage s);
@@ -88,6 +118,13 @@ struct SimOptions {
   bool forward = true, backward = true;
   bool trace = false;  // keep per-task slices for a Perfetto trace
   double link_scale = 1.0;  // multiplies link bandwidth (what-if studies and sanity tests)
+  // Engine and completion protocol per pass and stage: transfer[pass][0 dispatch, 1 combine].
+  Transfer transfer[2][2];
+  bool hbm_sharing = true;  // communication bytes take HBM bandwidth from the compute tasks they overlap
+  void set_transfer(Transfer t) {
+    for (auto& p : transfer)
+      for (auto& k : p) k = t;
+  }
 };
 
 // One interval of work on one GPU track (trace and timeline comparison).
@@ -152,10 +189,13 @@ std::string format_comparison(const TimelineComparison& c);
 
 // Calibration (DESIGN 4): microbenchmark scenarios simulated with the same network model.
 struct Measurement {
-  std::string scenario;  // push_copy, pull_copy, bidir_push, flag_round_trip, all_to_all
-  double x = 0;          // CTAs for copies, MiB per rank for all_to_all, unused otherwise
+  // push_copy, pull_copy, bidir_push, flag_round_trip, all_to_all (2 GPUs, LSU probes); hybridep_dispatch,
+  // hybridep_combine (R GPUs: HybridEP's TMA push dispatch / TMA pull combine kernels, MODEL.md)
+  std::string scenario;
+  double x = 0;          // CTAs (SMs) for copies and hybridep, MiB per rank for all_to_all, unused otherwise
   double value = 0;      // GB/s, or microseconds for flag_round_trip
   std::string unit, source;
+  int ranks = 2;         // EP size (hybridep scenarios)
 };
 struct CalibrationData {
   std::string topology;
@@ -178,6 +218,8 @@ struct SweepSpace {
   std::vector<int> comm_sms, minibatches;
   std::vector<Direction> dispatch_dirs{Direction::push, Direction::pull};
   std::vector<Direction> combine_dirs{Direction::push, Direction::pull};
+  Transfer transfer;            // engine and protocol for every stage
+  std::string routing = "uniform";  // make_routing source (uniform uses traffic_uniform)
 };
 struct SweepPoint {
   int comm_sms, minibatch;
@@ -189,5 +231,7 @@ std::vector<SweepPoint> run_sweep(const Topology& topo, const LayerSpec& spec, c
                                   const SweepSpace& space, uint64_t routing_seed,
                                   const std::function<void(size_t, size_t)>& progress = {}, size_t limit = 0);
 void write_sweep_csv(const std::string& path, const std::vector<SweepPoint>& points);
+// The same columns as the CSV, one 1-D dataset per column in the root group (strings fixed-length), for h5py.
+void write_sweep_hdf5(const std::string& path, const std::vector<SweepPoint>& points);
 
 }  // namespace calico::sim
