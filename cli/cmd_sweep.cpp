@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "calico/files.h"
+#include "calico/process.h"
 #include "command.h"
 #include "sim_cli.h"
 
@@ -75,10 +77,14 @@ int run(const Options& o) {
   if (!o.no_plot) {
     const std::string png = o.plot.empty() ? std::filesystem::path(o.out).replace_extension(".png").string() : o.plot;
     const auto script = std::filesystem::path(data_dir()).parent_path() / "scripts" / "plot_sweep.py";
-    const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' '{}' --title '{} {} R={} T={}'", script.string(),
-                                        o.out, png, topo.name, spec.name, base.ranks, base.tokens_per_rank);
-    const int rc = std::system(cmd.c_str());
-    require(rc == 0, "sweep: plotting failed ({} returned {}); use --no-plot to skip", cmd, rc);
+    // An argument vector, never a shell line: file and topology names are data (issue 9).
+    const std::vector<std::string> argv{"/usr/bin/python3", script.string(),
+                                        fmt::format("--title={} {} R={} T={}", topo.name, spec.name, base.ranks,
+                                                    base.tokens_per_rank),
+                                        "--", o.out, png};
+    const ProcessResult rc = run_process(argv, /*capture=*/true);
+    require(rc.ok(), "sweep: plotting '{}' failed ({}); use --no-plot to skip\n{}", png,
+            rc.error.empty() ? fmt::format("exit {}", rc.exit_code) : rc.error, rc.output);
     std::printf("plot: %s\n", png.c_str());
   }
   return 0;
