@@ -256,6 +256,17 @@ std::vector<T> read_2d(hid_t file, const std::string& path, const char* dataset,
   H5Handle type{H5Dget_type(ds.id), H5Tclose};
   require(H5Tget_class(type.id) == want, "--routing file '{}': dataset {} must be {}", path, dataset,
           want == H5T_INTEGER ? "an integer type (int32)" : "a floating-point type (float32)");
+  // Bounded allocation (issue 9): the claimed shape is checked against documented limits and against the
+  // file's size (with room for a compression ratio of 1024) before any memory is allocated.
+  require(dims[0] >= 1 && dims[1] >= 1 && dims[0] <= kMaxRoutingTokens && dims[1] <= kMaxRoutingTopK &&
+              dims[0] * dims[1] <= kMaxRoutingEntries,
+          "--routing file '{}': dataset {} claims [{}, {}]; at most [{}, {}] with {} entries in all", path, dataset,
+          dims[0], dims[1], kMaxRoutingTokens, kMaxRoutingTopK, kMaxRoutingEntries);
+  std::error_code ec;
+  const uintmax_t file_bytes = std::filesystem::file_size(path, ec);
+  require(!ec && dims[0] * dims[1] * sizeof(T) <= file_bytes * 1024 + (1u << 20),
+          "--routing file '{}': dataset {} claims [{}, {}] ({} bytes) but the file has only {} bytes", path, dataset,
+          dims[0], dims[1], dims[0] * dims[1] * sizeof(T), file_bytes);
   std::vector<T> v(static_cast<size_t>(dims[0] * dims[1]));
   require(H5Dread(ds.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0,
           "--routing file '{}': reading dataset {} failed", path, dataset);
