@@ -1,8 +1,10 @@
 // `calico simulate`: one MoE layer (forward + backward) on the NVLink simulator; prints per-stage times,
 // exposed communication, link utilisation and the layer time; optionally a Perfetto trace, the
 // non-overlapped baseline, and a comparison with a measured megakernel timeline.
+#include <cmath>
 #include <cstdio>
 
+#include "calico/files.h"
 #include "command.h"
 #include "sim_cli.h"
 
@@ -32,8 +34,12 @@ int run(const Options& o) {
   cfg.dispatch_backward = o.dispatch_bwd.empty() ? cfg.dispatch_forward : cli::direction_option(o.dispatch_bwd, "--dispatch-bwd");
   cfg.combine_backward = o.combine_bwd.empty() ? cfg.combine_forward : cli::direction_option(o.combine_bwd, "--combine-bwd");
   cfg.seed = o.problem.seed;
-  require(o.link_scale > 0, "--link-scale must be > 0, got {}", o.link_scale);
+  require(std::isfinite(o.link_scale) && o.link_scale >= 1e-3 && o.link_scale <= 1e3,
+          "--link-scale must be in [0.001, 1000], got {}", o.link_scale);
   sim::validate_run(topo, spec, cfg);
+  if (!o.trace.empty()) check_output_path(o.trace, "--trace");  // before the work, not after it
+  // The measured timeline is read first: a bad file fails before anything is written (issue 9).
+  const auto measured = o.timeline.empty() ? std::vector<sim::TimelineRecord>{} : sim::read_timeline(o.timeline);
   const sim::Traffic traffic = o.problem.traffic(spec, cfg);
   sim::SimOptions opt;
   opt.trace = !o.trace.empty() || !o.timeline.empty();
@@ -56,7 +62,6 @@ int run(const Options& o) {
                 double(b.layer_ps) / double(r.layer_ps));
   }
   if (!o.timeline.empty()) {
-    const auto measured = sim::read_timeline(o.timeline);
     std::printf("predicted vs measured (%s):\n%s", o.timeline.c_str(),
                 sim::format_comparison(sim::compare_timeline(r, measured)).c_str());
   }

@@ -25,7 +25,7 @@ struct SimProblem {
     sub.add_option("--topology", topology, "Topology name in data/topologies (or a JSON path)")->required();
     sub.add_option("--preset", preset, "Model preset (data/presets), e.g. deepseek-v3")->required();
     sub.add_option("--ranks", ranks, "EP ranks R (<= the topology's GPUs)")->required();
-    sub.add_option("--tokens", tokens, "Tokens per rank T")->required();
+    sub.add_option("--tokens", tokens, "Tokens per rank T, in [1, 2^20], with R*T <= 2^24")->required();
     sub.add_option("--routing", routing,
                    "uniform (default; any R), or zipf:S / adversarial / FILE.h5 via build_schedule (R must divide E)");
     sub.add_option("--dtype", dtype, "bf16 or mxfp8 (wire and GEMM format of the routed experts)");
