@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "calico/core.h"
+#include "calico/files.h"
 #include "calico/harness.h"
 #include "calico/reference.h"
 #include "command.h"
@@ -45,12 +46,13 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
       ->capture_default_str();
   sub.add_option("--routing", o.routing, "uniform | zipf:S (S > 0) | adversarial | FILE.h5 (/routing/...)")
       ->capture_default_str();
-  sub.add_option("--seed", o.seed, "Seed of the routing and the layer inputs")->capture_default_str();
+  sub.add_option("--seed", o.seed, "Seed of the routing and the layer inputs")->check(calico::cli::unsigned_value())->capture_default_str();
   sub.add_option("--mode", o.mode, "contract (bit-exact numerical contract) or float64 (real-number check)")
       ->capture_default_str();
   sub.add_option("--threads", o.threads, "OpenMP threads (0 = runtime default); results do not depend on it")
       ->capture_default_str();
-  sub.add_option("--capacity", o.capacity, "Capacity factor: rows per rank = ceil(F*T*K); 0 = fit the routing")
+  sub.add_option("--capacity", o.capacity,
+                 "Capacity factor in [0, 4096]: rows per rank = ceil(F*T*K); 0 = fit the routing")
       ->capture_default_str();
   sub.add_option("--mma", o.mma, "Tensor-core model of the GEMMs: hopper-bf16 | blackwell-bf16")
       ->capture_default_str();
@@ -160,6 +162,7 @@ int run_command(const RunOptions& o) {
   require(o.backend == "reference", "--backend must be reference (the megakernel backend is run by the harness), got '{}'",
           o.backend);
   const ref::ReferenceMode mode = ref::parse_reference_mode(o.mode);
+  if (!o.out.empty()) check_output_path(o.out, "--out");  // before the work, not after it
   const RunRequest req = make_request(o);
   std::printf("spec:    %s\nconfig:  %s\nrouting: %s\nbackend: reference-%s, threads %d\n", req.spec.describe().c_str(),
               req.config.describe().c_str(), RoutingSource::parse(o.routing).describe().c_str(), ref::to_string(mode),

@@ -30,6 +30,8 @@ std::string point_str(const calico::sim::SweepPoint& p) {
 
 int run(const Options& o) {
   using namespace calico;
+  check_output_path(o.out, "--out");  // before the work, not after it
+  if (!o.no_plot && !o.plot.empty()) check_output_path(o.plot, "--plot");
   const sim::Topology topo = sim::load_topology(o.problem.topology);
   const LayerSpec spec = o.problem.spec();
   RunConfig base;
@@ -105,7 +107,7 @@ calico::cli::Registrar sweep(
       sub.add_option("--plot", o->plot, "PNG output path (default: the CSV path with .png)");
       sub.add_flag("--no-plot", o->no_plot, "Do not plot");
       sub.add_flag("--baseline", o->baseline, "Also report the speedup over the non-overlapped schedule");
-      sub.add_option("--limit", o->limit, "Stop after this many configurations (0 = all)");
+      sub.add_option("--limit", o->limit, "Stop after this many configurations (0 = all)")->check(calico::cli::unsigned_value());
       return [o] { return run(*o); };
     });
 

@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "command.h"
+
 #include "calico/data.h"
 #include "calico/error.h"
 #include "calico/schedule.h"
@@ -29,7 +31,7 @@ struct SimProblem {
     sub.add_option("--routing", routing,
                    "uniform (default; any R), or zipf:S / adversarial / FILE.h5 via build_schedule (R must divide E)");
     sub.add_option("--dtype", dtype, "bf16 or mxfp8 (wire and GEMM format of the routed experts)");
-    sub.add_option("--seed", seed, "Routing seed");
+    sub.add_option("--seed", seed, "Routing seed")->check(calico::cli::unsigned_value());
   }
   LayerSpec spec() const {
     LayerSpec s = load_preset(preset);

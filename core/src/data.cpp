@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "calico/error.h"
+#include "calico/files.h"
 
 namespace calico {
 
@@ -302,7 +303,9 @@ void write_routing_h5(const std::string& path, const Routing& routing) {
           "write_routing_h5: routing must be non-empty with tokens*K = {} entries, got {} experts and {} weights", n,
           routing.topk_experts.size(), routing.router_weights.size());
   silence_hdf5_errors();
-  const std::string tmp = path + ".tmp";  // written whole, then renamed: a crash leaves no half file
+  // Written whole to a temporary file, then renamed; removed on error and on SIGINT/SIGTERM.
+  OutputFile out(path, "routing file");
+  const std::string& tmp = out.temp_path();
   {
     H5Handle file{H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
     require(file.id >= 0, "cannot create HDF5 file '{}'", tmp);
@@ -317,7 +320,7 @@ void write_routing_h5(const std::string& path, const Routing& routing) {
     write("/routing/topk_experts", H5T_STD_I32LE, H5T_NATIVE_INT32, routing.topk_experts.data());
     write("/routing/router_weights", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, routing.router_weights.data());
   }
-  std::filesystem::rename(tmp, path);
+  out.commit();
 }
 
 }  // namespace calico
