@@ -73,7 +73,11 @@ bool JsonFields::has(const std::string& key) const { return object_.contains(key
 
 const nlohmann::json& JsonFields::required(const std::string& key) {
   known_.insert(key);
-  require(has(key), "{} is missing", path(key));
+  if (!has(key)) {
+    std::string keys;
+    for (const auto& [k, v] : object_.items()) keys += (keys.empty() ? "" : ", ") + k;
+    throw Error(fmt::format("{} is missing (the object has: {})", path(key), keys.empty() ? "no keys" : keys));
+  }
   return object_.at(key);
 }
 
