@@ -78,7 +78,7 @@ int run(const Options& o) {
   }
   if (!o.no_plot) {
     const std::string png = o.plot.empty() ? std::filesystem::path(o.out).replace_extension(".png").string() : o.plot;
-    const auto script = std::filesystem::path(data_dir()).parent_path() / "scripts" / "plot_sweep.py";
+    const auto script = std::filesystem::path(scripts_dir()) / "plot_sweep.py";
     // An argument vector, never a shell line: file and topology names are data (issue 9).
     const std::vector<std::string> argv{"/usr/bin/python3", script.string(),
                                         fmt::format("--title={} {} R={} T={}", topo.name, spec.name, base.ranks,

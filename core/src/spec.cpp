@@ -93,8 +93,18 @@ void Routing::validate(const LayerSpec& spec) const {
 
 std::string data_dir() {
   if (const char* env = std::getenv("CALICO_DATA_DIR"); env && *env) return env;
+  // An installed binary (PREFIX/bin/calico, or a program linked against the installed libraries in
+  // PREFIX/bin) finds PREFIX/share/calico/data.
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = exe.parent_path().parent_path() / "share" / "calico" / "data";
+    if (std::filesystem::is_directory(installed / "presets", ec)) return installed.string();
+  }
   return CALICO_DEFAULT_DATA_DIR;
 }
+
+std::string scripts_dir() { return (std::filesystem::path(data_dir()).parent_path() / "scripts").string(); }
 
 std::vector<std::string> preset_names() {
   std::vector<std::string> names;

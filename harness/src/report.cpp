@@ -235,7 +235,7 @@ void write_gate_reports(GateResult& r) {
   std::string plot_note;
   if (r.options.plots) {
     const std::string script =
-        r.options.plot_script.empty() ? CALICO_SOURCE_DIR "/scripts/plot_report.py" : r.options.plot_script;
+        r.options.plot_script.empty() ? scripts_dir() + "/plot_report.py" : r.options.plot_script;
     // An argument vector, never a shell line: the report folder and name are data (issue 9).
     const ProcessResult res = run_process({"/usr/bin/python3", script, r.json_path});
     std::istringstream lines(res.output);

@@ -65,7 +65,11 @@ struct Routing {
 };
 
 // Presets (DESIGN 6) live as JSON files in data/presets/NAME.json.
-std::string data_dir();  // $CALICO_DATA_DIR, else the source tree's data/ folder
+// The data folder: $CALICO_DATA_DIR, else PREFIX/share/calico/data beside an installed binary
+// (PREFIX/bin/calico), else the source tree's data/ folder.
+std::string data_dir();
+// The helper scripts (plots): the scripts/ folder beside data_dir() (source and install trees alike).
+std::string scripts_dir();
 std::vector<std::string> preset_names();
 LayerSpec load_preset(const std::string& name);
 LayerSpec parse_layer_spec_json(const std::string& json_text, const std::string& origin);
