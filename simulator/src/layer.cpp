@@ -391,6 +391,9 @@ void validate_run(const Topology& topo, const LayerSpec& spec, const RunConfig& 
           c.tokens_per_rank);
   require(c.minibatch >= 0 && c.minibatch <= c.tokens_per_rank,
           "--minibatch must be in [0, tokens={}] (0 = all), got {}", c.tokens_per_rank, c.minibatch);
+  const int64_t minibatches = (int64_t{c.tokens_per_rank} + c.minibatch_tokens() - 1) / c.minibatch_tokens();
+  require(minibatches <= kMaxSimMinibatches, "--minibatch {} gives {} minibatches per rank; at most {} (T={})",
+          c.minibatch, minibatches, kMaxSimMinibatches, c.tokens_per_rank);
   for (int sms : {c.comm_sms_forward, c.comm_sms_backward})
     require(sms >= 1 && sms < topo.sms, "--comm-sms must be in [1, {}] for topology {}, got {}", topo.sms - 1,
             topo.name, sms);
