@@ -370,3 +370,32 @@ TEST(Baseline, IsSerialAllToAllThenComputeThenAllToAll) {
 
 }  // namespace
 }  // namespace calico::sim
+
+namespace calico::sim {
+namespace {
+
+// Issue 9: a bad comm-SM value in a sweep is an Error before the parallel loop (it used to be thrown inside
+// the OpenMP region and end in std::terminate), and simulated runs have bounded sizes.
+TEST(Sweep, BadCommSmsIsAnErrorNotATerminate) {
+  const Topology t = load_topology("h200x2");
+  const LayerSpec s = load_preset("tiny");
+  SweepSpace space;
+  space.minibatches = {64};
+  for (const std::vector<int>& sms : {std::vector<int>{8, 0}, std::vector<int>{-8}, std::vector<int>{8, 500}}) {
+    space.comm_sms = sms;
+    EXPECT_THROW(run_sweep(t, s, run(2, 64, 0, 16, Direction::push, Direction::push), space, 1, {}, 0), Error);
+  }
+  space.comm_sms = {8};
+  EXPECT_EQ(run_sweep(t, s, run(2, 64, 0, 16, Direction::push, Direction::push), space, 1, {}, 0).size(), 16u);
+}
+
+TEST(Simulate, RunSizesAreBounded) {
+  const Topology t = load_topology("h200x2");
+  const LayerSpec s = load_preset("tiny");
+  EXPECT_THROW(validate_run(t, s, run(2, 2147483647, 0, 16, Direction::push, Direction::push)), Error);
+  EXPECT_THROW(validate_run(t, s, run(2, 65536, 1, 16, Direction::push, Direction::push)), Error);  // 65536 minibatches
+  EXPECT_NO_THROW(validate_run(t, s, run(2, 65536, 16, 16, Direction::push, Direction::push)));
+}
+
+}  // namespace
+}  // namespace calico::sim
