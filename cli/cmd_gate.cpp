@@ -58,10 +58,10 @@ calico::cli::Registrar gate_cmd("gate", "Run the determinism gate over a matrix 
   app.add_option("--backend", o->backends, "comma-separated backends (default: reference [+ megakernel])");
   app.add_option("--baseline", o->baseline, "backend every config is compared with")->capture_default_str();
   app.add_option("--preset", o->preset, "model preset (calico info lists them)")->capture_default_str();
-  app.add_option("--tokens", o->tokens, "global tokens R*T, the same for every config")->capture_default_str();
-  app.add_option("--ranks", o->ranks, "comma-separated EP sizes")->capture_default_str();
+  app.add_option("--tokens", o->tokens, "global tokens R*T in [1, 2^24], the same for every config")->capture_default_str();
+  app.add_option("--ranks", o->ranks, "comma-separated EP sizes, each in [1, 4096]")->capture_default_str();
   app.add_option("--dtype", o->dtypes, "comma-separated: bf16, mxfp8")->capture_default_str();
-  app.add_option("--runs", o->runs, "runs per config")->capture_default_str();
+  app.add_option("--runs", o->runs, "runs per config, in [1, 1000]")->capture_default_str();
   app.add_option("--routing", o->routing, "uniform, zipf:S, adversarial or a routing .h5")->capture_default_str();
   app.add_option("--seed", o->seed, "data and routing seed")->check(calico::cli::unsigned_value())->capture_default_str();
   app.add_option("--matrix", o->matrix, "JSON matrix file (replaces the default matrix)")->check(CLI::ExistingFile);

@@ -77,14 +77,14 @@ calico::cli::Registrar simulate(
           "           --minibatch 512 --comm-sms 24 --dispatch push --combine pull --trace layer.json\n"
           "Model and units: simulator/MODEL.md; trace and timeline formats: simulator/TRACE_FORMAT.md.");
       o->problem.add(sub);
-      sub.add_option("--minibatch", o->minibatch, "Tokens per rank per minibatch (0 = all)");
-      sub.add_option("--comm-sms", o->comm_sms, "Communication SMs per GPU (forward, and backward unless set)");
+      sub.add_option("--minibatch", o->minibatch, "Tokens per rank per minibatch in [0, T] (0 = all; at most 4096 minibatches)");
+      sub.add_option("--comm-sms", o->comm_sms, "Communication SMs per GPU in [1, SMs-1] (forward, and backward unless set)");
       sub.add_option("--comm-sms-bwd", o->comm_sms_bwd, "Communication SMs per GPU in the backward pass");
       sub.add_option("--dispatch", o->dispatch, "push or pull (forward, and backward unless set)");
       sub.add_option("--combine", o->combine, "push or pull (forward, and backward unless set)");
       sub.add_option("--dispatch-bwd", o->dispatch_bwd, "push or pull, backward pass");
       sub.add_option("--combine-bwd", o->combine_bwd, "push or pull, backward pass");
-      sub.add_option("--link-scale", o->link_scale, "Multiply link bandwidth (what-if)");
+      sub.add_option("--link-scale", o->link_scale, "Multiply link bandwidth (what-if), in [0.001, 1000]");
       sub.add_flag("--forward-only", o->forward_only, "Simulate the forward pass only");
       sub.add_flag("--baseline", o->baseline, "Also simulate the non-overlapped all_to_all + GEMM schedule");
       sub.add_option("--trace", o->trace, "Write a Chrome/Perfetto trace JSON here");

@@ -101,7 +101,7 @@ calico::cli::Registrar sweep(
                  "Each point is forward + backward; directions vary per stage and pass (16 combinations). Runs\n"
                  "on OMP_NUM_THREADS threads; results do not depend on the thread count.");
       o->problem.add(sub);
-      sub.add_option("--comm-sms", o->comm_sms, "Communication SM counts to try")->delimiter(',');
+      sub.add_option("--comm-sms", o->comm_sms, "Communication SM counts to try, each in [1, SMs-1]")->delimiter(',');
       sub.add_option("--minibatches", o->minibatches, "Minibatch sizes (default T, T/2, ... >= 64)")->delimiter(',');
       sub.add_option("--out", o->out, "CSV output path");
       sub.add_option("--plot", o->plot, "PNG output path (default: the CSV path with .png)");
