@@ -32,12 +32,15 @@ struct RunOptions {
   std::string scale_rule = "rceil";
   double clamp = 0.0;
   bool forward_only = false;
+  int minibatch = 0;    // tokens per rank per minibatch (0 = all)
+  int comm_sms = 16;    // communication (data-movement) SMs, forward and backward
   int runs = 1;         // runs written to --out (harness)
   std::string out;      // HDF5 trace path (harness/TRACE_FORMAT.md); empty = none
 };
 
 void add_run_options(CLI::App& sub, RunOptions& o) {
-  sub.add_option("--backend", o.backend, "Backend that runs the layer (reference)")->capture_default_str();
+  sub.add_option("--backend", o.backend, "Backend that runs the layer: reference | megakernel (one GPU, R = 1)")
+      ->capture_default_str();
   sub.add_option("--preset", o.preset, "Model preset from data/presets (default: the embedded 'tiny' shape)");
   sub.add_option("--tokens", o.tokens, "Tokens per rank T, in [1, 2^24]")->capture_default_str();
   sub.add_option("--ranks", o.ranks, "Expert-parallel ranks R in [1, 4096] (must divide E; emulated in-process)")
@@ -59,6 +62,10 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_option("--scale-rule", o.scale_rule, "MXFP8 scale rule: rceil | ocp-floor")->capture_default_str();
   sub.add_option("--clamp", o.clamp, "SwiGLU clamp limit L > 0 (0 = the preset's, none for most)");
   sub.add_flag("--forward-only", o.forward_only, "Skip the backward pass");
+  sub.add_option("--minibatch", o.minibatch, "Tokens per rank per minibatch in [0, T] (0 = all T); results do not depend on it")
+      ->capture_default_str();
+  sub.add_option("--comm-sms", o.comm_sms, "Communication SMs per GPU in [1, 1024], both passes (megakernel: data-movement CTAs)")
+      ->capture_default_str();
   sub.add_option("--runs", o.runs, "Runs recorded in the --out trace, in [1, 10000] (each one a full layer run)")->capture_default_str();
   sub.add_option("--out", o.out, "Write an HDF5 trace of every run, rank and tensor (harness/TRACE_FORMAT.md)");
   sub.footer(
@@ -82,6 +89,8 @@ RunRequest make_request(const RunOptions& o) {
   req.config.tokens_per_rank = o.tokens;
   req.config.capacity_factor = o.capacity;
   req.config.seed = o.seed;
+  req.config.minibatch = o.minibatch;
+  req.config.comm_sms_forward = req.config.comm_sms_backward = o.comm_sms;
   require(o.tokens >= 1, "--tokens must be >= 1, got {}", o.tokens);
   require(o.ranks >= 1, "--ranks must be >= 1, got {}", o.ranks);
   require(req.spec.experts % o.ranks == 0, "--ranks must divide the preset's experts E={}, got {}",
@@ -154,13 +163,48 @@ int run_mpi(RunOptions o) {
 }
 #endif
 
+void print_digests(const RunResult& result) {
+  std::printf("\noutput             type  global shape        digest (FNV-1a of the rank-concatenated bytes)\n");
+  static const char* kOutputs[] = {"out",      "d_x",       "d_router_weights", "d_w_gate", "d_w_up",
+                                   "d_w_down", "d_ws_gate", "d_ws_up",          "d_ws_down"};
+  for (const char* name : kOutputs) {
+    const Tensor* t = result.ranks[0].find(name);
+    if (!t) continue;
+    std::string shape = std::to_string(t->shape[0] * static_cast<int64_t>(result.ranks.size()));
+    for (size_t i = 1; i < t->shape.size(); ++i) shape += "x" + std::to_string(t->shape[i]);
+    std::printf("%-18s %-5s %-19s %016llx%s\n", name, to_string(t->type), shape.c_str(),
+                static_cast<unsigned long long>(global_digest(result, name)),
+                is_partition_invariant(name) ? "" : "  (per-rank partial sums: depends on R)");
+  }
+}
+
+// Any backend other than the reference (the megakernel): the same request, digests and trace.
+int run_backend_command(const RunOptions& o) {
+  require(o.mode == "contract", "--mode {} is a reference mode; --backend {} computes the contract", o.mode, o.backend);
+  const RunRequest req = make_request(o);
+  auto backend = harness::make_backend(o.backend);
+  std::printf("spec:    %s\nconfig:  %s\nrouting: %s\nbackend: %s\n", req.spec.describe().c_str(),
+              req.config.describe().c_str(), RoutingSource::parse(o.routing).describe().c_str(),
+              backend->name().c_str());
+  const std::string routing = RoutingSource::parse(o.routing).describe();
+  harness::Trace trace = harness::run_trace(*backend, req, o.runs, routing, harness::terminal_progress("runs"));
+  print_digests(trace.runs.front());
+  if (!o.out.empty()) {
+    trace.provenance.command_line =
+        fmt::format("calico run --backend {} --preset {} --tokens {} --routing {} --seed {} --runs {}", o.backend,
+                    o.preset.empty() ? "(embedded tiny)" : o.preset, o.tokens, o.routing, o.seed, o.runs);
+    harness::write_trace(o.out, trace);
+    std::printf("trace:   %s (%d runs x %d ranks)\n", o.out.c_str(), o.runs, req.config.ranks);
+  }
+  return 0;
+}
+
 int run_command(const RunOptions& o) {
   require(o.runs >= 1 && o.runs <= 10000, "--runs must be in [1, 10000], got {}", o.runs);
 #if defined(CALICO_HAVE_MPI)
   if (harness::launched_by_mpi()) return run_mpi(o);
 #endif
-  require(o.backend == "reference", "--backend must be reference (the megakernel backend is run by the harness), got '{}'",
-          o.backend);
+  if (o.backend != "reference") return run_backend_command(o);
   const ref::ReferenceMode mode = ref::parse_reference_mode(o.mode);
   if (!o.out.empty()) check_output_path(o.out, "--out");  // before the work, not after it
   const RunRequest req = make_request(o);
@@ -177,18 +221,7 @@ int run_command(const RunOptions& o) {
     total += s;
   }
   std::printf("%-26s %8.3f\n", "total", total);
-  std::printf("\noutput             type  global shape        digest (FNV-1a of the rank-concatenated bytes)\n");
-  static const char* kOutputs[] = {"out",      "d_x",       "d_router_weights", "d_w_gate", "d_w_up",
-                                   "d_w_down", "d_ws_gate", "d_ws_up",          "d_ws_down"};
-  for (const char* name : kOutputs) {
-    const Tensor* t = result.ranks[0].find(name);
-    if (!t) continue;
-    std::string shape = std::to_string(t->shape[0] * static_cast<int64_t>(result.ranks.size()));
-    for (size_t i = 1; i < t->shape.size(); ++i) shape += "x" + std::to_string(t->shape[i]);
-    std::printf("%-18s %-5s %-19s %016llx%s\n", name, to_string(t->type), shape.c_str(),
-                static_cast<unsigned long long>(global_digest(result, name)),
-                is_partition_invariant(name) ? "" : "  (per-rank partial sums: depends on R)");
-  }
+  print_digests(result);
   return 0;
 }
 

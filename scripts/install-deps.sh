@@ -12,3 +12,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# CUTLASS/CuTe 4.2 C++ headers for the megakernel (header-only; the wheel carries them under
+# cutlass_library/source/include; CMake finds them through python3). The GPU machine reaches no registry:
+# scripts/gpu.sh installs the wheel from .whl/ there (put it there with `pip download nvidia-cutlass==4.2.0.0
+# --no-deps -d .whl`).
+if ! python3 -c "import cutlass_library" >/dev/null 2>&1; then
+  echo "installing: nvidia-cutlass==4.2.0.0 (pip)"
+  python3 -m pip install -q --no-deps nvidia-cutlass==4.2.0.0
+fi

@@ -9,6 +9,7 @@
 #include "calico/harness.h"
 #include "calico/numerics.h"
 #include "calico/reference.h"
+#include "megakernel_backend.h"
 #include "schema.h"
 
 namespace calico::harness {
@@ -256,6 +257,7 @@ std::vector<std::string> backend_names() {
 
 bool backend_available(const std::string& name) {
   const std::string b = base_name(name);
+  if (b == "megakernel") return gpu::device_count() > 0;
   return b == "reference" || b == "toy" || b == "faulty-bitflip" || b == "faulty-order";
 }
 
@@ -282,7 +284,10 @@ std::unique_ptr<Backend> make_backend(const std::string& spec) {
                                             p.count("tensor") ? p["tensor"] : "out", param_int(p, "token", 0, b),
                                             param_int(p, "column", 0, b));
   }
-  if (b == "megakernel") throw Error("--backend megakernel: the megakernel backend is not implemented yet");
+  if (b == "megakernel") {
+    require(spec == "megakernel", "--backend megakernel takes no parameters, got '{}'", spec);
+    return make_megakernel_backend();
+  }
   throw Error(
       fmt::format("--backend must be one of reference, toy, faulty-bitflip[:k=v...], "
                   "faulty-order, megakernel; got '{}'",

@@ -41,6 +41,8 @@ std::vector<GateConfig> default_matrix(const std::vector<std::string>& backends,
   for (DType d : dtypes)
     for (const auto& b : backends)
       for (int r : ranks) {
+        // The megakernel runs bf16 at R = 1 for now; on one GPU it is varied over SM splits instead.
+        if (b == "megakernel" && (r != 1 || d != DType::bf16)) continue;
         GateConfig c;
         c.backend = b;
         c.ranks = r;

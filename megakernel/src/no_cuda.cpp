@@ -27,6 +27,24 @@ std::vector<float> mma_step_fp8_on_device(const std::vector<uint8_t>&, Fp8Kind, 
   no_cuda("mma_step_fp8_on_device");
 }
 
+void MoeOptions::validate() const {}
+void validate_megakernel_layer(const LayerSpec&, int64_t) { no_cuda("the megakernel"); }
+struct MoeLayer::Impl {};
+MoeLayer::MoeLayer(const LayerSpec&, int64_t, const MoeOptions&) { no_cuda("the megakernel"); }
+MoeLayer::~MoeLayer() = default;
+void MoeLayer::set_inputs(const MoeInputs&) { no_cuda("the megakernel"); }
+void MoeLayer::zero_weight_grads() { no_cuda("the megakernel"); }
+void MoeLayer::set_random_inputs(const int32_t*, const float*, uint64_t) { no_cuda("the megakernel"); }
+void MoeLayer::forward() { no_cuda("the megakernel"); }
+void MoeLayer::backward() { no_cuda("the megakernel"); }
+void MoeLayer::synchronize() { no_cuda("the megakernel"); }
+void MoeLayer::get_outputs(const MoeOutputs&) { no_cuda("the megakernel"); }
+float MoeLayer::forward_ms(int) { no_cuda("the megakernel"); }
+float MoeLayer::forward_backward_ms(int) { no_cuda("the megakernel"); }
+size_t MoeLayer::device_bytes() const { return 0; }
+std::string MoeLayer::profile_report() { no_cuda("the megakernel"); }
+std::string MoeLayer::describe() const { return "built without CUDA"; }
+
 namespace probe {
 void require_device_for(ProbeKernel) { no_cuda("probe"); }
 std::vector<uint32_t> launch_mma_sync_bf16_tiles(const std::vector<uint8_t>&, const std::vector<uint8_t>&,

@@ -121,3 +121,5 @@ struct ProbeMmaReport {
 ProbeMmaReport probe_mma(const ProbeMmaOptions& options);
 
 }  // namespace calico::gpu
+
+#include "calico/megakernel_moe.h"  // the MoE layer itself (one persistent launch per pass)

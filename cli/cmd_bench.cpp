@@ -1,0 +1,84 @@
+// `calico bench`: the megakernel's forward and forward + backward on one GPU, CUDA events around each
+// iteration (L2 flushed before each), medians after warm-up, TFLOP/s by the layer's FLOP count. Inputs are
+// drawn on the device (values do not matter for speed; bit-exactness is `calico gate`'s job). The PyTorch
+// baseline and the dense-GEMM ceiling run beside it in scripts/bench_megakernel.sh.
+#include <cstdio>
+#include <fstream>
+
+#include "calico/core.h"
+#include "calico/megakernel.h"
+#include "command.h"
+
+namespace calico::cli {
+namespace {
+
+struct BenchOptions {
+  std::string preset = "qwen3-30b-a3b";
+  int tokens = 16384;
+  std::string routing = "uniform";
+  uint64_t seed = 1;
+  int iters = 20, warmup = 3;
+  int comm_sms = 16;
+  int ctas = 0;
+  bool profile = false;
+  std::string json;
+};
+
+int bench_command(const BenchOptions& o) {
+  require(o.iters >= 1 && o.iters <= 10000, "--iters must be in [1, 10000], got {}", o.iters);
+  require(o.warmup >= 0 && o.warmup <= 1000, "--warmup must be in [0, 1000], got {}", o.warmup);
+  require(o.tokens >= 1 && o.tokens <= (1 << 20), "--tokens must be in [1, {}], got {}", 1 << 20, o.tokens);
+  const LayerSpec spec = load_preset(o.preset);
+  const Routing routing = make_routing(spec, o.tokens, RoutingSource::parse(o.routing), o.seed);
+  gpu::MoeOptions mo;
+  mo.comm_ctas_forward = mo.comm_ctas_backward = o.comm_sms;
+  mo.ctas = o.ctas;
+  mo.profile = o.profile;
+  gpu::MoeLayer layer(spec, o.tokens, mo);
+  layer.set_random_inputs(routing.topk_experts.data(), routing.router_weights.data(), o.seed);
+  std::fprintf(stderr, "%s\n", layer.describe().c_str());
+  for (int i = 0; i < o.warmup; ++i) {
+    layer.forward();
+    layer.backward();
+  }
+  layer.synchronize();
+  const float fwd = layer.forward_ms(o.iters);
+  const float fwd_bwd = layer.forward_backward_ms(o.iters);
+  const double T = o.tokens, H = spec.hidden, I = spec.intermediate, K = spec.top_k, Is = spec.shared_intermediate;
+  const double flops_fwd = 6 * T * K * H * I + 6 * T * H * Is;
+  const double tf_fwd = flops_fwd / (fwd * 1e-3) / 1e12, tf_all = 3 * flops_fwd / (fwd_bwd * 1e-3) / 1e12;
+  if (o.profile) std::printf("%s", layer.profile_report().c_str());
+  std::printf("%-20s T=%-6d forward %8.3f ms (%6.1f TFLOP/s)   forward+backward %8.3f ms (%6.1f TFLOP/s)   %.2f GB\n",
+              spec.name.c_str(), o.tokens, fwd, tf_fwd, fwd_bwd, tf_all, layer.device_bytes() / 1e9);
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    require(static_cast<bool>(f), "--json: cannot write '{}'", o.json);
+    f << fmt::format(
+        "{{\"backend\": \"megakernel\", \"preset\": \"{}\", \"tokens\": {}, \"routing\": \"{}\", \"comm_sms\": {}, "
+        "\"iters\": {}, \"forward_ms\": {:.4f}, \"forward_backward_ms\": {:.4f}, \"forward_tflops\": {:.1f}, "
+        "\"forward_backward_tflops\": {:.1f}, \"device_bytes\": {}, \"device\": \"{}\"}}\n",
+        spec.name, o.tokens, o.routing, o.comm_sms, o.iters, fwd, fwd_bwd, tf_fwd, tf_all, layer.device_bytes(),
+        gpu::device_description());
+  }
+  return 0;
+}
+
+Registrar bench("bench", "Time the megakernel layer (forward, forward + backward) on this GPU", [](CLI::App& sub) {
+  auto o = std::make_shared<BenchOptions>();
+  sub.add_option("--preset", o->preset, "Model preset (deepseek-v3-routed: without the shared expert)")
+      ->capture_default_str();
+  sub.add_option("--tokens", o->tokens, "Tokens T")->capture_default_str();
+  sub.add_option("--routing", o->routing, "uniform | zipf:S | adversarial")->capture_default_str();
+  sub.add_option("--seed", o->seed, "Seed of routing and inputs")->capture_default_str();
+  sub.add_option("--iters", o->iters, "Timed iterations (the median is reported)")->capture_default_str();
+  sub.add_option("--warmup", o->warmup, "Untimed forward + backward iterations first")->capture_default_str();
+  sub.add_option("--comm-sms", o->comm_sms, "Data-movement CTAs per pass")->capture_default_str();
+  sub.add_option("--ctas", o->ctas, "CTAs per launch (0 = every SM)")->capture_default_str();
+  sub.add_option("--json", o->json, "Also write the result as JSON here");
+  sub.add_flag("--profile", o->profile, "Also print where the SM cycles went (waits per stage, main loops, epilogues)");
+  sub.footer("Example: calico bench --preset deepseek-v3-routed --tokens 8192 --json mk.json");
+  return [o] { return bench_command(*o); };
+});
+
+}  // namespace
+}  // namespace calico::cli

@@ -1,0 +1,84 @@
+// The megakernel MoE layer on one GPU (host API). One persistent launch per pass (forward; backward), after
+// a small schedule kernel that builds the canonical expert-major order on the device; results follow the
+// numerical contract bit for bit (calico/reference.h). Written for R ranks (experts split contiguously);
+// this build runs R = 1. Hopper (sm_90a) runs; other devices get a clear refusal.
+//
+// Use: construct (validates and allocates), set_inputs, forward(), backward(), synchronize() (throws
+// calico::Error naming the stage, task, counter, expected and seen value if a wait timed out), get_outputs.
+// forward()/backward() only enqueue work; time them with the *_ms helpers (CUDA events).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "calico/spec.h"
+
+namespace calico::gpu {
+
+struct MoeOptions {
+  int comm_ctas_forward = 16;   // data-movement CTAs of the forward launch (RunConfig::comm_sms_forward)
+  int comm_ctas_backward = 16;  // and of the backward launch
+  int ctas = 0;                 // CTAs per launch (persistent: at most one per SM); 0 = every SM
+  int combine_tokens = 16;      // tokens per combine task (the tail's granularity; results never depend on it)
+#ifdef NDEBUG
+  double wait_timeout_s = 10.0;  // bound of every spin-wait
+#else
+  double wait_timeout_s = 2.0;   // debug builds: a lost signal shows sooner
+#endif
+  // Debug: the compute task (index in the pass's task walk) whose completion signal is skipped; -1 = none.
+  int lose_signal_forward = -1, lose_signal_backward = -1;
+  bool profile = false;  // sum SM cycles per stage (waits, main loops, epilogues) for profile_report()
+  void validate() const;
+};
+
+// Host arrays in the layouts of calico/backend.h (bf16 as uint16 bit patterns). Shared-expert weights may be
+// null when I_s = 0.
+struct MoeInputs {
+  const uint16_t *x = nullptr, *d_out = nullptr;
+  const int32_t* topk_experts = nullptr;
+  const float* router_weights = nullptr;
+  const uint16_t *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr;
+  const uint16_t *ws_gate = nullptr, *ws_up = nullptr, *ws_down = nullptr;
+};
+struct MoeOutputs {  // any pointer may be null (not copied)
+  uint16_t *out = nullptr, *d_x = nullptr;
+  float* d_router_weights = nullptr;
+  float *d_w_gate = nullptr, *d_w_up = nullptr, *d_w_down = nullptr;
+  float *d_ws_gate = nullptr, *d_ws_up = nullptr, *d_ws_down = nullptr;
+};
+
+class MoeLayer {
+ public:
+  // Throws calico::Error for shapes the kernels cannot tile (naming the argument), mxfp8 (not yet on the
+  // device), a missing or non-Hopper GPU, or too little device memory.
+  MoeLayer(const LayerSpec& spec, int64_t tokens, const MoeOptions& options);
+  ~MoeLayer();
+  MoeLayer(const MoeLayer&) = delete;
+  MoeLayer& operator=(const MoeLayer&) = delete;
+
+  void set_inputs(const MoeInputs& in);  // uploads, zeroes the weight-gradient accumulators
+  // Benchmarks: the routing from the host, every activation and weight drawn on the device (uniform, the
+  // variance of calico/reference.h's inputs; not the reference's values), accumulators zeroed.
+  void set_random_inputs(const int32_t* topk_experts, const float* router_weights, uint64_t seed);
+  void zero_weight_grads();
+  void forward();   // enqueue the schedule + the forward launch
+  void backward();  // enqueue the backward launch (after forward)
+  void synchronize();
+  void get_outputs(const MoeOutputs& out);
+
+  float forward_ms(int iterations);           // median-free mean over iterations, CUDA events
+  float forward_backward_ms(int iterations);
+  size_t device_bytes() const;                // workspace + inputs + outputs
+  std::string profile_report();               // with MoeOptions::profile: where the cycles went, per pass
+  std::string describe() const;               // grid, roles, tiles
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Checks that the megakernel can run this layer (spec, tokens) and throws calico::Error naming what not.
+void validate_megakernel_layer(const LayerSpec& spec, int64_t tokens);
+
+}  // namespace calico::gpu

@@ -1,0 +1,431 @@
+// The backward megakernel: ONE persistent launch does the d_y dispatch (bf16(w_k * d_out) rows in the
+// canonical expert-major order), d_router_weights, the dgrad GEMMs (d_h with the SwiGLU backward in its
+// epilogue, then d_x_k over the concatenated [d_g | d_u]), the weight-gradient GEMMs into the fp32
+// accumulators, and the d_x combine; the shared expert alongside when I_s > 0. Roles, counters and the
+// task walk are those of forward.cu.
+//
+// Compute tasks in walk order (each waits only on earlier ones or on communication tasks):
+//   [shared d_h] [routed d_h] [shared d_x_k] [routed d_x_k] [shared dW_down] [routed dW_down (e, tile)]
+//   [shared dW_gate] [shared dW_up] [routed dW_gate (e, tile)] [routed dW_up (e, tile)]
+// The tail queue (communication CTAs first, then every CTA as it finishes): d_router_weights, then the d_x
+// combine; it overlaps the weight-gradient tiles.
+//
+// NOTE (weight gradients, calico/reference.h): K is the expert's rows in canonical order, k16 steps from row
+// 0 of its segment; one CTA runs the whole chain of an output tile, starting from the carried-in fp32 value,
+// and stops after the step holding the last real row. The result is stored as fp32, never rounded.
+#include <cuda_runtime.h>
+
+#include "combine/combine.cuh"
+#include "dispatch/rows.cuh"
+#include "gemm/epilogue.cuh"
+#include "moe/params.cuh"
+
+namespace calico::gpu::mk {
+namespace {
+
+using namespace cute;
+
+using MmaDgrad = decltype(make_tiled_mma(SM90_64x256x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::MN>{},
+                                         Layout<Shape<_2, _1, _1>>{}));
+using MmaWgrad = decltype(make_tiled_mma(SM90_64x256x16_F32BF16BF16_SS<GMMA::Major::MN, GMMA::Major::MN>{},
+                                         Layout<Shape<_2, _1, _1>>{}));
+
+enum BwdKind {
+  kDh,     // d_h tile (m, n over I) + SwiGLU backward
+  kDx,     // d_x_k tile (m, n over H)
+  kWDown,  // dW_down tile (c-tile, j-tile)
+  kWGate,  // dW_gate tile (j-tile, c-tile)
+  kWUp,    // dW_up tile
+};
+
+struct BwdTask {
+  int kind;
+  bool shared;
+  int m, n;   // dgrad: row tile and column tile; wgrad: the weight's row tile (128) and column tile (256)
+  int e;      // expert (-1: shared expert)
+  int rows;   // dgrad: real rows of the tile; wgrad: real rows of the expert (the chain's K)
+  int row0;   // wgrad: first row of the expert's segment
+};
+
+struct BwdPlan {
+  int mt, mts, ndh, ndhs, nd;
+  int wd_m, wd_n, wds_n, wg_m, wgs_m, wg_n;  // wgrad tile grids
+  int ends[10];
+  int total;
+  __device__ explicit BwdPlan(const BackwardParams& p) {
+    const LayerDims& d = p.d;
+    mt = p.sch.totals[1];
+    mts = d.shared_mtiles();
+    const bool sh = d.Is > 0;
+    ndh = ceil_div(d.I, kWideN);
+    ndhs = sh ? ceil_div(d.Is, kWideN) : 0;
+    nd = ceil_div(d.H, kWideN);
+    wd_m = ceil_div(d.H, kBM);
+    wd_n = ceil_div(d.I, kWideN);
+    wds_n = sh ? ceil_div(d.Is, kWideN) : 0;
+    wg_m = ceil_div(d.I, kBM);
+    wgs_m = sh ? ceil_div(d.Is, kBM) : 0;
+    wg_n = ceil_div(d.H, kWideN);
+    const int counts[10] = {mts * ndhs,          mt * ndh,           mts * nd,           mt * nd,
+                            sh ? wd_m * wds_n : 0, d.E * wd_m * wd_n, wgs_m * wg_n,       wgs_m * wg_n,
+                            d.E * wg_m * wg_n,   d.E * wg_m * wg_n};
+    int acc = 0;
+    for (int i = 0; i < 10; ++i) ends[i] = (acc += counts[i]);
+    total = acc;
+  }
+  __device__ int total_dx() const { return (mts + mt) * nd; }
+
+  __device__ BwdTask decode(const BackwardParams& p, int id) const {
+    int phase = 0;
+    while (id >= ends[phase]) ++phase;
+    const int j = id - (phase == 0 ? 0 : ends[phase - 1]);
+    BwdTask t{};
+    t.shared = (phase == 0 || phase == 2 || phase == 4 || phase == 6 || phase == 7);
+    switch (phase) {
+      case 0: case 1: t.kind = kDh; break;
+      case 2: case 3: t.kind = kDx; break;
+      case 4: case 5: t.kind = kWDown; break;
+      case 6: case 8: t.kind = kWGate; break;
+      default: t.kind = kWUp; break;
+    }
+    if (t.kind == kDh || t.kind == kDx) {
+      const int n_per_m = t.kind == kDh ? (t.shared ? ndhs : ndh) : nd;
+      t.m = j / n_per_m;
+      t.n = j % n_per_m;
+      if (t.shared) {
+        t.e = -1;
+        t.rows = min(kBM, p.d.T - t.m * kBM);
+      } else {
+        t.e = p.sch.tile_expert[t.m];
+        t.rows = routed_tile_rows(p.sch, t.m, t.e);
+      }
+      return t;
+    }
+    const int gm = t.kind == kWDown ? wd_m : (t.shared ? wgs_m : wg_m);
+    const int gn = t.kind == kWDown ? (t.shared ? wds_n : wd_n) : wg_n;
+    const int per_e = gm * gn;
+    t.e = t.shared ? -1 : j / per_e;
+    const int r = t.shared ? j : j % per_e;
+    t.m = r / gn;
+    t.n = r % gn;
+    if (t.shared) {
+      t.rows = p.d.T;
+      t.row0 = 0;
+    } else {
+      t.rows = p.sch.counts[t.e];
+      t.row0 = p.sch.tile_first[t.e] * kBM;
+    }
+    return t;
+  }
+};
+
+__device__ __forceinline__ int chain_steps(const BwdTask& t) { return ceil_div(t.rows, 16); }
+__device__ __forceinline__ int expert_mtiles(const BackwardParams& p, int e) {
+  return p.sch.tile_first[e + 1] - p.sch.tile_first[e];
+}
+
+// ---- producer (one thread) ------------------------------------------------------------------------------
+__device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id,
+                        const BwdPlan& plan) {
+  const SyncContext& sc = p.sync;
+  const LayerDims& d = p.d;
+  bf16_t* a = &s.a[0][0];
+  bf16_t* b = &s.b[0][0];
+  const int l = t.shared ? 0 : t.e;
+  constexpr uint32_t kBytesDgrad = OpK128::kTileBytes + OpMN256::kTileBytes;
+  constexpr uint32_t kBytesWgrad = OpMN128::kTileBytes + OpMN256::kTileBytes;
+  switch (t.kind) {
+    case kDh: {
+      if (!t.shared) {
+        if (!wait_counter(sc, &p.c_dy[t.m], 1, kStageDgradH, id, kCounterDyDone, t.m)) return false;
+        fence_proxy_async_global();
+      }
+      const OpK128& A = t.shared ? p.tma_dout : p.tma_dy;
+      const OpMN256& B = t.shared ? p.tma_wsd_t : p.tma_wd_t;
+      return produce_tile(sc, s, ps, ceil_div(d.H, kBK), kBytesDgrad, id, [&](int kt, int st, uint64_t* bar) {
+        tma_load(A, bar, a, st, t.m, kt, 0);
+        tma_load(B, bar, b, st, t.n, kt, l);
+      });
+    }
+    case kDx: {
+      const int cidx = t.shared ? d.mtiles_cap + t.m : t.m;
+      if (!wait_counter(sc, &p.c_dh[cidx], t.shared ? plan.ndhs : plan.ndh, kStageDgradX, id, kCounterDhDone, cidx))
+        return false;
+      fence_proxy_async_global();
+      const int half = ceil_div(t.shared ? d.Is : d.I, kBK);
+      const OpK128& Ag = t.shared ? p.tma_dgs : p.tma_dg;
+      const OpK128& Au = t.shared ? p.tma_dus : p.tma_du;
+      const OpMN256& Bg = t.shared ? p.tma_wsg_t : p.tma_wg_t;
+      const OpMN256& Bu = t.shared ? p.tma_wsu_t : p.tma_wu_t;
+      // ONE chain over [d_g | d_u]: the d_g k-tiles first, then the d_u ones.
+      return produce_tile(sc, s, ps, 2 * half, kBytesDgrad, id, [&](int kt, int st, uint64_t* bar) {
+        const bool up = kt >= half;
+        tma_load(up ? Au : Ag, bar, a, st, t.m, up ? kt - half : kt, 0);
+        tma_load(up ? Bu : Bg, bar, b, st, t.n, up ? kt - half : kt, l);
+      });
+    }
+    case kWDown: {
+      if (!t.shared) {
+        if (!wait_counter(sc, &p.c_dy_expert[t.e], expert_mtiles(p, t.e), kStageWgradDown, id, kCounterDyExpert, t.e))
+          return false;
+        fence_proxy_async_global();
+      }
+      const OpMN128& A = t.shared ? p.tma_dout_mn : p.tma_dy_mn;
+      const OpMN256& B = t.shared ? p.tma_hs_mn : p.tma_h_mn;
+      const int k0 = t.row0 / kBK;
+      return produce_tile(sc, s, ps, ceil_div(chain_steps(t), kBK / 16), kBytesWgrad, id,
+                          [&](int kt, int st, uint64_t* bar) {
+                            tma_load(A, bar, a, st, t.m, k0 + kt, 0);
+                            tma_load(B, bar, b, st, t.n, k0 + kt, 0);
+                          });
+    }
+    default: {  // kWGate, kWUp
+      const int ei = t.shared ? d.E : t.e;
+      const int expected = t.shared ? plan.mts * plan.ndhs : expert_mtiles(p, t.e) * plan.ndh;
+      if (!wait_counter(sc, &p.c_dh_expert[ei], expected, t.kind == kWGate ? kStageWgradGate : kStageWgradUp, id,
+                        kCounterDhExpert, ei))
+        return false;
+      fence_proxy_async_global();
+      const bool up = t.kind == kWUp;
+      const OpMN128& A = t.shared ? (up ? p.tma_dus_mn : p.tma_dgs_mn) : (up ? p.tma_du_mn : p.tma_dg_mn);
+      const OpMN256& B = t.shared ? p.tma_x_mn : p.tma_xp_mn;
+      const int k0 = t.row0 / kBK;
+      return produce_tile(sc, s, ps, ceil_div(chain_steps(t), kBK / 16), kBytesWgrad, id,
+                          [&](int kt, int st, uint64_t* bar) {
+                            tma_load(A, bar, a, st, t.m, k0 + kt, 0);
+                            tma_load(B, bar, b, st, t.n, k0 + kt, 0);
+                          });
+    }
+  }
+}
+
+// ---- consumers ------------------------------------------------------------------------------------------
+// One 128 x 256 tile: `init(acc, coord)`, the K loop, `epilogue(acc, coord)`.
+template <class Mma, bool AKMajor, bool BKMajor, class Init, class Epilogue>
+__device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, PipeState& ps, int id, int ctid,
+                                          int k_tiles, Init&& init, Epilogue&& epilogue) {
+  Mma mma;
+  auto thr = mma.get_thread_slice(ctid);
+  Tensor tA = thr.make_fragment_A(thr.partition_A(smem_tensor<128, AKMajor>(&s.a[0][0])));
+  Tensor tB = thr.make_fragment_B(thr.partition_B(smem_tensor<256, BKMajor>(&s.b[0][0])));
+  Tensor acc = partition_fragment_C(mma, Shape<Int<kBM>, Int<kWideN>>{});
+  Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{}));
+  init(acc, coord);
+  const bool ok = consume_tile(
+      p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
+      [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
+  if (!ok) return false;
+  epilogue(acc, coord);
+  return true;
+}
+
+__device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
+  const int I = t.shared ? p.d.Is : p.d.I;
+  const uint16_t* G = t.shared ? p.gs : p.g;
+  const uint16_t* U = t.shared ? p.us : p.u;
+  uint16_t* DG = t.shared ? p.dgs : p.dg;
+  uint16_t* DU = t.shared ? p.dus : p.du;
+  const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
+  const int k_tiles = ceil_div(p.d.H, kBK);
+  const bool ok = wide_tile<MmaDgrad, true, false>(
+      p, s, ps, id, ctid, k_tiles, [](auto& acc, auto&) { clear(acc); },
+      [&](auto& acc, auto& coord) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); i += 2) {
+          const int m = get<0>(coord(i)), j = t.n * kWideN + get<1>(coord(i));
+          if (j >= I) continue;
+          const int64_t at = static_cast<int64_t>(t.m * kBM + m) * I + j;
+          if (m < t.rows) {
+            const uint32_t g2 = *reinterpret_cast<const uint32_t*>(G + at);
+            const uint32_t u2 = *reinterpret_cast<const uint32_t*>(U + at);
+            const SwigluGrad r0 = swiglu_backward(acc(i), uint16_t(g2 & 0xFFFF), uint16_t(u2 & 0xFFFF), clamp);
+            const SwigluGrad r1 = swiglu_backward(acc(i + 1), uint16_t(g2 >> 16), uint16_t(u2 >> 16), clamp);
+            store_bf16x2(DG + at, r0.dg, r1.dg);
+            store_bf16x2(DU + at, r0.du, r1.du);
+          } else if (!t.shared) {  // padding rows: exact zeros (read by the wgrad chains' last step)
+            store_bf16x2(DG + at, 0, 0);
+            store_bf16x2(DU + at, 0, 0);
+          }
+        }
+      });
+  if (!ok) return false;
+  fence_proxy_async_global();  // d_g, d_u are read by TMA (d_x_k and wgrad tiles)
+  consumer_barrier();
+  if (ctid == 0 && id != p.skip_signal_task) {
+    signal_add(&p.c_dh[t.shared ? p.d.mtiles_cap + t.m : t.m], 1);
+    signal_add(&p.c_dh_expert[t.shared ? p.d.E : t.e], 1);
+  }
+  return true;
+}
+
+__device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
+  const int H = p.d.H;
+  uint16_t* DX = t.shared ? p.dxs : p.dx;
+  const int k_tiles = 2 * ceil_div(t.shared ? p.d.Is : p.d.I, kBK);
+  const bool ok = wide_tile<MmaDgrad, true, false>(
+      p, s, ps, id, ctid, k_tiles, [](auto& acc, auto&) { clear(acc); },
+      [&](auto& acc, auto& coord) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); i += 2) {
+          const int m = get<0>(coord(i)), c = t.n * kWideN + get<1>(coord(i));
+          if (c >= H || m >= t.rows) continue;
+          store_bf16x2(DX + static_cast<int64_t>(t.m * kBM + m) * H + c, f32_to_bf16(acc(i)), f32_to_bf16(acc(i + 1)));
+        }
+      });
+  if (!ok) return false;
+  consumer_barrier();
+  if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_dx_total, 1);
+  return true;
+}
+
+__device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
+  const LayerDims& d = p.d;
+  int M, N;  // the weight gradient's rows and columns
+  float* W;
+  if (t.kind == kWDown) {
+    M = d.H, N = t.shared ? d.Is : d.I;
+    W = t.shared ? p.d_wsd : p.d_wd + static_cast<int64_t>(t.e) * d.H * d.I;
+  } else {
+    M = t.shared ? d.Is : d.I, N = d.H;
+    float* base = t.kind == kWGate ? (t.shared ? p.d_wsg : p.d_wg) : (t.shared ? p.d_wsu : p.d_wu);
+    W = t.shared ? base : base + static_cast<int64_t>(t.e) * d.I * d.H;
+  }
+  const int steps = chain_steps(t);
+  auto at = [&](int m, int n) { return static_cast<int64_t>(t.m * kBM + m) * N + t.n * kWideN + n; };
+  auto inside = [&](int m, int n) { return t.m * kBM + m < M && t.n * kWideN + n < N; };
+  const bool ok = wide_tile<MmaWgrad, false, false>(
+      p, s, ps, id, ctid, ceil_div(steps, kBK / 16),
+      [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); i += 2) {
+          const int m = get<0>(coord(i)), n = get<1>(coord(i));
+          if (inside(m, n)) {
+            const float2 v = *reinterpret_cast<const float2*>(W + at(m, n));
+            acc(i) = v.x;
+            acc(i + 1) = v.y;
+          } else {
+            acc(i) = 0.0f;
+            acc(i + 1) = 0.0f;
+          }
+        }
+      },
+      [&](auto& acc, auto& coord) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); i += 2) {
+          const int m = get<0>(coord(i)), n = get<1>(coord(i));
+          if (inside(m, n)) *reinterpret_cast<float2*>(W + at(m, n)) = make_float2(acc(i), acc(i + 1));
+        }
+      });
+  return ok;
+}
+
+// ---- communication CTAs and the combine tail -------------------------------------------------------------
+// The dynamic tail queue, shared by every CTA once its own queue is done: first the router-gradient tasks
+// (no dependency: d_out and the forward's y rows), then the d_x combine tasks (after every d_x_k tile).
+template <class Barrier>
+__device__ void backward_tail(const BackwardParams& p, const BwdPlan& plan, int tid, int nthreads, int* slot,
+                              Barrier&& barrier) {
+  const int pairs = p.d.T * p.d.K, np = p.router_pairs, n_router = ceil_div(pairs, np);
+  const int ct = p.combine_tokens, n_combine = ceil_div(p.d.T, ct);
+  bool combine_ready = false;
+  for (;;) {
+    if (tid == 0) slot[0] = atomicAdd(p.c_tail, 1);
+    barrier();
+    const int task = slot[0];
+    barrier();
+    if (task >= n_router + n_combine) return;
+    if (task < n_router) {
+      router_grad_pairs(p.d_out, p.y, p.sch.token_row, p.d_router_weights, task * np, min(np, pairs - task * np),
+                        p.d.K, p.d.H, tid, nthreads);
+      continue;
+    }
+    if (!combine_ready) {
+      if (tid == 0)
+        slot[1] = wait_all(p.sync, p.c_dx_total, plan.total_dx(), kStageCombineBwd, -1, kCounterDxTotal, 0);
+      barrier();
+      if (!slot[1]) return;
+      combine_ready = true;
+    }
+    const int c = task - n_router;
+    combine_tokens<false>(p.dx, p.sch.token_row, nullptr, p.d.Is > 0 ? p.dxs : nullptr, p.d_x, c * ct,
+                          min(ct, p.d.T - c * ct), p.d.K, p.d.H, tid, nthreads);
+  }
+}
+
+__device__ void backward_comm(const BackwardParams& p, const BwdPlan& plan, GemmSmem& s) {
+  for (int m = blockIdx.x; m < plan.mt; m += p.n_comm) {
+    dispatch_dy_rows(p.d_out, p.sch.row_token, p.sch.row_weight, p.dy, m * kBM, kBM, p.d.H, threadIdx.x, kThreads);
+    fence_proxy_async_global();  // read by TMA in the d_h and dW_down tiles
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      signal_add(&p.c_dy[m], 1);
+      signal_add(&p.c_dy_expert[p.sch.tile_expert[m]], 1);
+    }
+  }
+  backward_tail(p, plan, threadIdx.x, kThreads, s.task_slot, [] { __syncthreads(); });
+}
+
+__device__ __forceinline__ GemmSmem& gemm_smem(uint8_t* raw) {
+  const uint32_t addr = smem_addr(raw);
+  return *reinterpret_cast<GemmSmem*>(raw + ((1024 - (addr & 1023)) & 1023));
+}
+
+__global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_constant__ BackwardParams p) {
+#if CALICO_MK_SM90
+  extern __shared__ uint8_t smem_raw[];
+  GemmSmem& s = gemm_smem(smem_raw);
+  const BwdPlan plan(p);
+  if (static_cast<int>(blockIdx.x) < p.n_comm) {
+    const long long c0 = clock64();
+    backward_comm(p, plan, s);
+    if (threadIdx.x == 0) profile_add(p.sync, kProfComm, clock64() - c0);
+    return;
+  }
+  const int ci = blockIdx.x - p.n_comm, nc = gridDim.x - p.n_comm;
+  if (threadIdx.x == 0) pipeline_init(s);
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if (threadIdx.x == 0) {
+      PipeState ps;
+      for (int id = ci; id < plan.total; id += nc)
+        if (!produce(p, s, ps, plan.decode(p, id), id, plan)) break;
+    }
+    return;
+  }
+  cutlass::arch::warpgroup_reg_alloc<232>();
+  const int ctid = threadIdx.x - 128;
+  PipeState ps;
+  for (int id = ci; id < plan.total; id += nc) {
+    const long long c0 = clock64();
+    const BwdTask t = plan.decode(p, id);
+    bool ok;
+    switch (t.kind) {
+      case kDh: ok = consume_dh(p, s, ps, t, id, ctid); break;
+      case kDx: ok = consume_dx(p, s, ps, t, id, ctid); break;
+      default: ok = consume_wgrad(p, s, ps, t, id, ctid); break;
+    }
+    if (!ok) return;
+    if (ctid == 0) profile_add(p.sync, kProfTasks, clock64() - c0);
+  }
+  const long long c1 = clock64();
+  backward_tail(p, plan, ctid, kConsumerThreads, s.task_slot, [] { consumer_barrier(); });
+  if (ctid == 0) profile_add(p.sync, kProfTail, clock64() - c1);
+#else
+  __trap();  // not an sm_90a build: the host refuses other devices first
+#endif
+}
+
+}  // namespace
+
+void launch_backward(const BackwardParams& p, int grid, cudaStream_t stream) {
+  static bool configured = false;
+  if (!configured) {
+    cudaFuncSetAttribute(backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(gemm_smem_bytes()));
+    configured = true;
+  }
+  backward_kernel<<<grid, kThreads, gemm_smem_bytes(), stream>>>(p);
+}
+
+}  // namespace calico::gpu::mk

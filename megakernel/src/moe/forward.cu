@@ -1,0 +1,284 @@
+// The forward megakernel: ONE persistent launch does the dispatch (x rows into the canonical expert-major
+// order), the gate/up GEMMs with SwiGLU in their epilogue, the down GEMMs and the combine, plus the shared
+// expert when I_s > 0. Communication CTAs [0, n_comm) move rows; compute CTAs run GEMM tiles; integer
+// counters (release/acquire) connect them; all CTAs share the combine tail. Token counts never leave the device.
+//
+// Compute tasks, in the one order every compute CTA walks (CTA c takes tasks c, c + n, c + 2n, ...; each task
+// waits only on earlier ones or on communication tasks, so the walk cannot deadlock):
+//   [shared gate/up (m, n)] [routed gate/up (m, n)] [shared down (m, n)] [routed down (m, n)]
+// with m the 128-row tile of the expert-major buffer (segments padded to 128 rows) and n the column tile.
+#include <cuda_runtime.h>
+
+#include "combine/combine.cuh"
+#include "dispatch/rows.cuh"
+#include "gemm/epilogue.cuh"
+#include "moe/params.cuh"
+
+namespace calico::gpu::mk {
+namespace {
+
+using namespace cute;
+
+using MmaDown = decltype(make_tiled_mma(SM90_64x256x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{},
+                                        Layout<Shape<_2, _1, _1>>{}));
+
+enum FwdKind { kSharedGateUp, kRoutedGateUp, kSharedDown, kRoutedDown };
+
+struct FwdTask {
+  int kind, m, n, e;
+  int rows;  // rows of the tile that hold real tokens
+};
+
+struct FwdPlan {
+  int mt, mts, ngu, ngus, nd;
+  int end_sgu, end_rgu, end_sd, total;
+  __device__ explicit FwdPlan(const ForwardParams& p) {
+    mt = p.sch.totals[1];
+    mts = p.d.shared_mtiles();
+    ngu = ceil_div(p.d.I, kGateUpN);
+    ngus = p.d.Is > 0 ? ceil_div(p.d.Is, kGateUpN) : 0;
+    nd = ceil_div(p.d.H, kWideN);
+    end_sgu = mts * ngus;
+    end_rgu = end_sgu + mt * ngu;
+    end_sd = end_rgu + mts * nd;
+    total = end_sd + mt * nd;
+  }
+  __device__ int total_down() const { return (mts + mt) * nd; }
+  __device__ FwdTask decode(const ForwardParams& p, int id) const {
+    FwdTask t{};
+    int j, n_per_m;
+    if (id < end_sgu) {
+      t.kind = kSharedGateUp, j = id, n_per_m = ngus;
+    } else if (id < end_rgu) {
+      t.kind = kRoutedGateUp, j = id - end_sgu, n_per_m = ngu;
+    } else if (id < end_sd) {
+      t.kind = kSharedDown, j = id - end_rgu, n_per_m = nd;
+    } else {
+      t.kind = kRoutedDown, j = id - end_sd, n_per_m = nd;
+    }
+    t.m = j / n_per_m;
+    t.n = j % n_per_m;
+    if (t.kind == kSharedGateUp || t.kind == kSharedDown) {
+      t.e = -1;
+      t.rows = min(kBM, p.d.T - t.m * kBM);
+    } else {
+      t.e = p.sch.tile_expert[t.m];
+      t.rows = routed_tile_rows(p.sch, t.m, t.e);
+    }
+    return t;
+  }
+};
+
+__device__ __forceinline__ bool is_shared(const FwdTask& t) { return t.kind == kSharedGateUp || t.kind == kSharedDown; }
+__device__ __forceinline__ int* gateup_counter(const ForwardParams& p, const FwdTask& t) {
+  return is_shared(t) ? &p.c_gateup[p.d.mtiles_cap + t.m] : &p.c_gateup[t.m];
+}
+
+// ---- producer (one thread) ------------------------------------------------------------------------------
+__device__ bool produce(const ForwardParams& p, GemmSmem& s, PipeState& ps, const FwdTask& t, int id,
+                        const FwdPlan& plan) {
+  const SyncContext& sc = p.sync;
+  bf16_t* a = &s.a[0][0];
+  bf16_t* b = &s.b[0][0];
+  const bool sh = is_shared(t);
+  if (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) {
+    if (!sh) {
+      if (!wait_counter(sc, &p.c_dispatched[t.m], 1, kStageGateUp, id, kCounterDispatched, t.m)) return false;
+      fence_proxy_async_global();
+    }
+    const OpK128& A = sh ? p.tma_x : p.tma_xp;
+    const OpK128& Bg = sh ? p.tma_wsg : p.tma_wg;
+    const OpK128& Bu = sh ? p.tma_wsu : p.tma_wu;
+    const int l = sh ? 0 : t.e;
+    return produce_tile(sc, s, ps, ceil_div(p.d.H, kBK), 3 * OpK128::kTileBytes, id,
+                        [&](int kt, int st, uint64_t* bar) {
+                          tma_load(A, bar, a, st, t.m, kt, 0);
+                          // NOTE: both halves inside stage st of the 256-row B ring (a 128-row tile at its
+                          // first and second 16 KB), so every task kind uses the same stage footprint.
+                          tma_load(Bg, bar, &s.b[st][0], 0, t.n, kt, l);
+                          tma_load(Bu, bar, &s.b[st][0] + kGateUpN * kBK, 0, t.n, kt, l);
+                        });
+  }
+  const int expected = sh ? plan.ngus : plan.ngu;
+  const int cidx = sh ? p.d.mtiles_cap + t.m : t.m;
+  if (!wait_counter(sc, gateup_counter(p, t), expected, kStageDown, id, kCounterGateUpDone, cidx)) return false;
+  fence_proxy_async_global();
+  const OpK128& A = sh ? p.tma_hs : p.tma_h;
+  const OpK256& B = sh ? p.tma_wsd : p.tma_wd;
+  const int l = sh ? 0 : t.e;
+  return produce_tile(sc, s, ps, ceil_div(sh ? p.d.Is : p.d.I, kBK), OpK128::kTileBytes + OpK256::kTileBytes, id,
+                      [&](int kt, int st, uint64_t* bar) {
+                        tma_load(A, bar, a, st, t.m, kt, 0);
+                        tma_load(B, bar, b, st, t.n, kt, l);
+                      });
+}
+
+// ---- consumers (two warpgroups) -------------------------------------------------------------------------
+// The gate/up tile is ONE 128 x 256 GEMM: B rows 0..127 of each stage hold 128 gate rows, rows 128..255 the
+// 128 up rows with the same column index j (produce() loads them as two 128-row halves of the stage).
+__device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& ps, const FwdTask& t, int id, int ctid) {
+  MmaDown mma;
+  auto thr = mma.get_thread_slice(ctid);
+  Tensor tA = thr.make_fragment_A(thr.partition_A(smem_tensor<128, true>(&s.a[0][0])));
+  Tensor tB = thr.make_fragment_B(thr.partition_B(smem_tensor<256, true>(&s.b[0][0])));
+  Tensor acc = partition_fragment_C(mma, Shape<Int<kBM>, Int<kWideN>>{});
+  clear(acc);
+  const int k_tiles = ceil_div(p.d.H, kBK);
+  const bool ok = consume_tile(
+      p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
+      [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
+  if (!ok) return false;
+  const bool sh = is_shared(t);
+  const int I = sh ? p.d.Is : p.d.I;
+  uint16_t* G = sh ? p.gs : p.g;
+  uint16_t* U = sh ? p.us : p.u;
+  uint16_t* Hh = sh ? p.hs : p.h;
+  const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
+  Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{}));
+  // NOTE: in the m64n256 accumulator fragment, element i + size/2 is column n + 128 of element i (the column
+  // block index is the slowest mode), so each thread holds the gate and the up value of the same (m, j).
+  constexpr int kHalf = decltype(size(acc))::value / 2;
+  CUTE_UNROLL
+  for (int i = 0; i < kHalf; i += 2) {
+    const int m = get<0>(coord(i)), j = t.n * kGateUpN + get<1>(coord(i));
+    if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
+    if (j >= I) continue;
+    const int64_t at = static_cast<int64_t>(t.m * kBM + m) * I + j;
+    if (m < t.rows) {
+      const SwigluOut o0 = swiglu_forward(acc(i), acc(i + kHalf), clamp);
+      const SwigluOut o1 = swiglu_forward(acc(i + 1), acc(i + 1 + kHalf), clamp);
+      store_bf16x2(G + at, o0.g, o1.g);
+      store_bf16x2(U + at, o0.u, o1.u);
+      store_bf16x2(Hh + at, o0.h, o1.h);
+    } else if (!sh) {  // padding rows of a routed segment: exact zeros (the wgrad chains read them)
+      store_bf16x2(G + at, 0, 0);
+      store_bf16x2(U + at, 0, 0);
+      store_bf16x2(Hh + at, 0, 0);
+    }
+  }
+  fence_proxy_async_global();  // h is read by TMA in the down tiles
+  consumer_barrier();
+  if (ctid == 0 && id != p.skip_signal_task) signal_add(gateup_counter(p, t), 1);
+  return true;
+}
+
+__device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps, const FwdTask& t, int id, int ctid) {
+  MmaDown mma;
+  auto thr = mma.get_thread_slice(ctid);
+  Tensor tA = thr.make_fragment_A(thr.partition_A(smem_tensor<128, true>(&s.a[0][0])));
+  Tensor tB = thr.make_fragment_B(thr.partition_B(smem_tensor<256, true>(&s.b[0][0])));
+  Tensor acc = partition_fragment_C(mma, Shape<Int<kBM>, Int<kWideN>>{});
+  clear(acc);
+  const bool sh = is_shared(t);
+  const int k_tiles = ceil_div(sh ? p.d.Is : p.d.I, kBK);
+  const bool ok = consume_tile(
+      p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
+      [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
+  if (!ok) return false;
+  const int H = p.d.H;
+  uint16_t* Y = sh ? p.ys : p.y;
+  Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{}));
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc); i += 2) {
+    const int m = get<0>(coord(i)), c = t.n * kWideN + get<1>(coord(i));
+    if (c >= H || m >= t.rows) continue;
+    store_bf16x2(Y + static_cast<int64_t>(t.m * kBM + m) * H + c, f32_to_bf16(acc(i)), f32_to_bf16(acc(i + 1)));
+  }
+  consumer_barrier();
+  if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_down_total, 1);
+  return true;
+}
+
+// ---- the combine tail, shared by every CTA once its own queue is done ------------------------------------
+template <class Barrier>
+__device__ void forward_tail(const ForwardParams& p, const FwdPlan& plan, int tid, int nthreads, int* slot,
+                             Barrier&& barrier) {
+  if (tid == 0)
+    slot[1] = wait_all(p.sync, p.c_down_total, plan.total_down(), kStageCombine, -1, kCounterDownTotal, 0);
+  barrier();
+  if (!slot[1]) return;
+  const int ct = p.combine_tokens, ntasks = ceil_div(p.d.T, ct);
+  for (;;) {
+    if (tid == 0) slot[0] = atomicAdd(p.c_tail, 1);
+    barrier();
+    const int task = slot[0];
+    barrier();
+    if (task >= ntasks) return;
+    combine_tokens<true>(p.y, p.sch.token_row, p.router_weights, p.d.Is > 0 ? p.ys : nullptr, p.out, task * ct,
+                         min(ct, p.d.T - task * ct), p.d.K, p.d.H, tid, nthreads);
+  }
+}
+
+__device__ void forward_comm(const ForwardParams& p, const FwdPlan& plan, GemmSmem& s) {
+  for (int m = blockIdx.x; m < plan.mt; m += p.n_comm) {
+    dispatch_rows(p.x, p.sch.row_token, p.xp, m * kBM, kBM, p.d.H, threadIdx.x, kThreads);
+    fence_proxy_async_global();  // read by TMA in the gate/up tiles
+    __syncthreads();
+    if (threadIdx.x == 0) signal_add(&p.c_dispatched[m], 1);
+  }
+  forward_tail(p, plan, threadIdx.x, kThreads, s.task_slot, [] { __syncthreads(); });
+}
+
+__device__ __forceinline__ GemmSmem& gemm_smem(uint8_t* raw) {
+  // NOTE: the 128-byte swizzle needs 1024-byte aligned stages; the launch asks for 1 KB of slack.
+  const uint32_t addr = smem_addr(raw);
+  return *reinterpret_cast<GemmSmem*>(raw + ((1024 - (addr & 1023)) & 1023));
+}
+
+__global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_constant__ ForwardParams p) {
+#if CALICO_MK_SM90
+  extern __shared__ uint8_t smem_raw[];
+  GemmSmem& s = gemm_smem(smem_raw);
+  const FwdPlan plan(p);
+  if (static_cast<int>(blockIdx.x) < p.n_comm) {
+    const long long c0 = clock64();
+    forward_comm(p, plan, s);
+    if (threadIdx.x == 0) profile_add(p.sync, kProfComm, clock64() - c0);
+    return;
+  }
+  const int ci = blockIdx.x - p.n_comm, nc = gridDim.x - p.n_comm;
+  if (threadIdx.x == 0) pipeline_init(s);
+  __syncthreads();
+  if (threadIdx.x < 128) {  // producer warpgroup: one thread issues every TMA load
+    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if (threadIdx.x == 0) {
+      PipeState ps;
+      for (int id = ci; id < plan.total; id += nc)
+        if (!produce(p, s, ps, plan.decode(p, id), id, plan)) break;
+    }
+    return;
+  }
+  cutlass::arch::warpgroup_reg_alloc<232>();
+  const int ctid = threadIdx.x - 128;
+  PipeState ps;
+  for (int id = ci; id < plan.total; id += nc) {
+    const long long c0 = clock64();
+    const FwdTask t = plan.decode(p, id);
+    const bool ok = (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) ? consume_gateup(p, s, ps, t, id, ctid)
+                                                                          : consume_down(p, s, ps, t, id, ctid);
+    if (!ok) return;
+    if (ctid == 0) profile_add(p.sync, kProfTasks, clock64() - c0);
+  }
+  const long long c1 = clock64();
+  forward_tail(p, plan, ctid, kConsumerThreads, s.task_slot, [] { consumer_barrier(); });
+  if (ctid == 0) profile_add(p.sync, kProfTail, clock64() - c1);
+#else
+  __trap();  // not an sm_90a build: launch_forward refuses other devices first
+#endif
+}
+
+}  // namespace
+
+size_t gemm_smem_bytes() { return sizeof(GemmSmem) + 1024; }
+
+void launch_forward(const ForwardParams& p, int grid, cudaStream_t stream) {
+  static bool configured = false;
+  if (!configured) {
+    cudaFuncSetAttribute(forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(gemm_smem_bytes()));
+    configured = true;
+  }
+  forward_kernel<<<grid, kThreads, gemm_smem_bytes(), stream>>>(p);
+}
+
+}  // namespace calico::gpu::mk

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The megakernel benchmark beside its baselines, in one script on one GPU: `calico bench` (forward, forward +
+# backward; CUDA events, L2 flushed, medians after warm-up) and bench/torch_moe_baseline.py (PyTorch
+# permute + torch._grouped_mm + SwiGLU + index_add, and a dense bf16 GEMM as the ceiling) on the same shapes:
+# qwen3-30b-a3b T=16384 and deepseek-v3 routed experts T=8192 (ANCHORS.md). One JSON line per row in
+# $OUT/bench.jsonl, a table on stdout.
+# Usage: bash scripts/bench_megakernel.sh [CALICO] [OUT]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+CALICO="${1:-build-gpu/cli/calico}"
+OUT="${2:-.}"
+ITERS="${ITERS:-20}"
+status=0
+: > "$OUT/bench.jsonl"
+for row in "qwen3-30b-a3b 16384" "deepseek-v3-routed 8192"; do
+  set -- $row
+  "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --json "$OUT/bench-row.json" || status=1
+  [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
+  python3 bench/torch_moe_baseline.py --preset "$1" --tokens "$2" --iters "$ITERS" --json "$OUT/bench-row.json" || status=1
+  [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
+  rm -f "$OUT/bench-row.json"
+done
+python3 - "$OUT/bench.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"{'backend':22} {'preset':20} {'T':>6} {'fwd ms':>8} {'TF/s':>6} {'fwd+bwd ms':>11} {'TF/s':>6}")
+for r in rows:
+    print(f"{r['backend']:22} {r['preset']:20} {r['tokens']:6d} {r['forward_ms']:8.3f} {r['forward_tflops']:6.1f} "
+          f"{r['forward_backward_ms']:11.3f} {r['forward_backward_tflops']:6.1f}")
+PY
+exit $status
