@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "calico/core.h"
+#include "calico/files.h"
 #include "calico/megakernel.h"
 #include "command.h"
 
@@ -28,6 +31,9 @@ int bench_command(const BenchOptions& o) {
   require(o.iters >= 1 && o.iters <= 10000, "--iters must be in [1, 10000], got {}", o.iters);
   require(o.warmup >= 0 && o.warmup <= 1000, "--warmup must be in [0, 1000], got {}", o.warmup);
   require(o.tokens >= 1 && o.tokens <= (1 << 20), "--tokens must be in [1, {}], got {}", 1 << 20, o.tokens);
+  require(o.comm_sms >= 1 && o.comm_sms <= 1024, "--comm-sms must be in [1, 1024], got {}", o.comm_sms);
+  require(o.ctas >= 0 && o.ctas <= 4096, "--ctas must be in [0, 4096] (0 = every SM), got {}", o.ctas);
+  if (!o.json.empty()) check_output_path(o.json, "--json");  // before the work, not after it
   const LayerSpec spec = load_preset(o.preset);
   const Routing routing = make_routing(spec, o.tokens, RoutingSource::parse(o.routing), o.seed);
   gpu::MoeOptions mo;
@@ -50,15 +56,21 @@ int bench_command(const BenchOptions& o) {
   if (o.profile) std::printf("%s", layer.profile_report().c_str());
   std::printf("%-20s T=%-6d forward %8.3f ms (%6.1f TFLOP/s)   forward+backward %8.3f ms (%6.1f TFLOP/s)   %.2f GB\n",
               spec.name.c_str(), o.tokens, fwd, tf_fwd, fwd_bwd, tf_all, layer.device_bytes() / 1e9);
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    require(static_cast<bool>(f), "--json: cannot write '{}'", o.json);
-    f << fmt::format(
-        "{{\"backend\": \"megakernel\", \"preset\": \"{}\", \"tokens\": {}, \"routing\": \"{}\", \"comm_sms\": {}, "
-        "\"iters\": {}, \"forward_ms\": {:.4f}, \"forward_backward_ms\": {:.4f}, \"forward_tflops\": {:.1f}, "
-        "\"forward_backward_tflops\": {:.1f}, \"device_bytes\": {}, \"device\": \"{}\"}}\n",
-        spec.name, o.tokens, o.routing, o.comm_sms, o.iters, fwd, fwd_bwd, tf_fwd, tf_all, layer.device_bytes(),
-        gpu::device_description());
+  if (!o.json.empty()) {  // strings escaped by the JSON library; the file appears only when complete
+    nlohmann::ordered_json j;
+    j["backend"] = "megakernel";
+    j["preset"] = spec.name;
+    j["tokens"] = o.tokens;
+    j["routing"] = o.routing;
+    j["comm_sms"] = o.comm_sms;
+    j["iters"] = o.iters;
+    j["forward_ms"] = fwd;
+    j["forward_backward_ms"] = fwd_bwd;
+    j["forward_tflops"] = tf_fwd;
+    j["forward_backward_tflops"] = tf_all;
+    j["device_bytes"] = layer.device_bytes();
+    j["device"] = gpu::device_description();
+    write_text_file(o.json, j.dump() + "\n", "--json");
   }
   return 0;
 }
@@ -69,7 +81,7 @@ Registrar bench("bench", "Time the megakernel layer (forward, forward + backward
       ->capture_default_str();
   sub.add_option("--tokens", o->tokens, "Tokens T")->capture_default_str();
   sub.add_option("--routing", o->routing, "uniform | zipf:S | adversarial")->capture_default_str();
-  sub.add_option("--seed", o->seed, "Seed of routing and inputs")->capture_default_str();
+  sub.add_option("--seed", o->seed, "Seed of routing and inputs")->check(unsigned_value())->capture_default_str();
   sub.add_option("--iters", o->iters, "Timed iterations (the median is reported)")->capture_default_str();
   sub.add_option("--warmup", o->warmup, "Untimed forward + backward iterations first")->capture_default_str();
   sub.add_option("--comm-sms", o->comm_sms, "Data-movement CTAs per pass")->capture_default_str();

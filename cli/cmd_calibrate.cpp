@@ -5,6 +5,7 @@
 
 #include "calico/error.h"
 #include "calico/simulator.h"
+#include "calico/files.h"
 #include "command.h"
 
 namespace {
@@ -47,9 +48,7 @@ int run(const Options& o) {
     }
   }
   if (!o.write.empty()) {
-    std::ofstream out(o.write);
-    require(bool(out), "--write: cannot write {}", o.write);
-    out << sim::topology_to_json(fit.fitted);
+    write_text_file(o.write, sim::topology_to_json(fit.fitted), "--write");  // temp + rename
     std::printf("wrote %s\n", o.write.c_str());
   }
   return 0;

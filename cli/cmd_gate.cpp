@@ -2,6 +2,7 @@
 // trace per config, demands bitwise identity across runs, ranks, configs and against the baseline backend,
 // and writes Markdown, HTML (with plots) and JSON reports. Exit 0 pass, 1 any difference, 2 bad input.
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include "calico/harness.h"
@@ -57,12 +58,12 @@ calico::cli::Registrar gate_cmd("gate", "Run the determinism gate over a matrix 
   app.add_option("--backend", o->backends, "comma-separated backends (default: reference [+ megakernel])");
   app.add_option("--baseline", o->baseline, "backend every config is compared with")->capture_default_str();
   app.add_option("--preset", o->preset, "model preset (calico info lists them)")->capture_default_str();
-  app.add_option("--tokens", o->tokens, "global tokens R*T, the same for every config")->capture_default_str();
-  app.add_option("--ranks", o->ranks, "comma-separated EP sizes")->capture_default_str();
+  app.add_option("--tokens", o->tokens, "global tokens R*T in [1, 2^24], the same for every config")->capture_default_str();
+  app.add_option("--ranks", o->ranks, "comma-separated EP sizes, each in [1, 4096]")->capture_default_str();
   app.add_option("--dtype", o->dtypes, "comma-separated: bf16, mxfp8")->capture_default_str();
-  app.add_option("--runs", o->runs, "runs per config")->capture_default_str();
+  app.add_option("--runs", o->runs, "runs per config, in [1, 1000]")->capture_default_str();
   app.add_option("--routing", o->routing, "uniform, zipf:S, adversarial or a routing .h5")->capture_default_str();
-  app.add_option("--seed", o->seed, "data and routing seed")->capture_default_str();
+  app.add_option("--seed", o->seed, "data and routing seed")->check(calico::cli::unsigned_value())->capture_default_str();
   app.add_option("--matrix", o->matrix, "JSON matrix file (replaces the default matrix)")->check(CLI::ExistingFile);
   app.add_option("--tolerance", o->tolerance, "exact, ulp:N or rel:X")->capture_default_str();
   app.add_option("--report-dir", o->report_dir, "where reports go")->capture_default_str();
@@ -115,6 +116,12 @@ calico::cli::Registrar gate_cmd("gate", "Run the determinism gate over a matrix 
                                     split_list<calico::DType>(o->dtypes, "--dtype", calico::parse_dtype));
         g.configs.insert(g.configs.begin(), extra.begin(), extra.end());
       }
+    }
+    {  // the report folder must exist (or be creatable) before the gate runs, not after it
+      std::error_code ec;
+      std::filesystem::create_directories(g.report_dir, ec);
+      calico::require(std::filesystem::is_directory(g.report_dir), "--report-dir: cannot create the folder '{}'{}",
+                      g.report_dir, ec ? ": " + ec.message() : "");
     }
     GateResult r = run_gate(g, o->quiet ? ProgressFn{} : terminal_progress("gate"));
     r.provenance.command_line =

@@ -7,6 +7,7 @@
 
 #include "calico/error.h"
 #include "calico/megakernel.h"
+#include "calico/files.h"
 #include "command.h"
 
 namespace {
@@ -39,7 +40,7 @@ calico::cli::Registrar probe_mma(
       sub.add_option("--instr", o->instr, instruction_help())->required();
       sub.add_option("--cases", o->cases, "Random instruction executions (each checks M*N outputs)")
           ->capture_default_str();
-      sub.add_option("--seed", o->seed, "Seed of the input generator")->capture_default_str();
+      sub.add_option("--seed", o->seed, "Seed of the input generator")->check(calico::cli::unsigned_value())->capture_default_str();
       sub.add_option("--chain-tiles", o->chain_tiles, "End-to-end 64x256 tiles chained over --chain-k")
           ->capture_default_str();
       sub.add_option("--chain-k", o->chain_k, "K of the chained tiles (multiple of 128)")->capture_default_str();
@@ -59,9 +60,7 @@ calico::cli::Registrar probe_mma(
         const calico::gpu::ProbeMmaReport rep = calico::gpu::probe_mma(*o);
         std::fputs(rep.summary().c_str(), stdout);
         if (!json->empty()) {
-          std::ofstream f(*json);
-          calico::require(static_cast<bool>(f), "--json: cannot write '{}'", *json);
-          f << rep.to_json() << "\n";
+          calico::write_text_file(*json, rep.to_json() + "\n", "--json");  // temp + rename
         }
         return rep.total_mismatches() == 0 ? 0 : 1;
       };

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "calico/core.h"
+#include "calico/files.h"
 #include "calico/harness.h"
 #include "calico/reference.h"
 #include "command.h"
@@ -41,20 +42,21 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_option("--backend", o.backend, "Backend that runs the layer: reference | megakernel (one GPU, R = 1)")
       ->capture_default_str();
   sub.add_option("--preset", o.preset, "Model preset from data/presets (default: the embedded 'tiny' shape)");
-  sub.add_option("--tokens", o.tokens, "Tokens per rank T")->capture_default_str();
-  sub.add_option("--ranks", o.ranks, "Expert-parallel ranks R (must divide E; emulated in-process)")
+  sub.add_option("--tokens", o.tokens, "Tokens per rank T, in [1, 2^24]")->capture_default_str();
+  sub.add_option("--ranks", o.ranks, "Expert-parallel ranks R in [1, 4096] (must divide E; emulated in-process)")
       ->capture_default_str();
   sub.add_option("--dtype", o.dtype,
                  "bf16 or mxfp8 (GEMM operands quantised to MXFP8; Hopper path unless --mma blackwell-mxfp8)")
       ->capture_default_str();
   sub.add_option("--routing", o.routing, "uniform | zipf:S (S > 0) | adversarial | FILE.h5 (/routing/...)")
       ->capture_default_str();
-  sub.add_option("--seed", o.seed, "Seed of the routing and the layer inputs")->capture_default_str();
+  sub.add_option("--seed", o.seed, "Seed of the routing and the layer inputs")->check(calico::cli::unsigned_value())->capture_default_str();
   sub.add_option("--mode", o.mode, "contract (bit-exact numerical contract) or float64 (real-number check)")
       ->capture_default_str();
-  sub.add_option("--threads", o.threads, "OpenMP threads (0 = runtime default); results do not depend on it")
+  sub.add_option("--threads", o.threads, "OpenMP threads in [0, 1024] (0 = runtime default); results do not depend on it")
       ->capture_default_str();
-  sub.add_option("--capacity", o.capacity, "Capacity factor: rows per rank = ceil(F*T*K); 0 = fit the routing")
+  sub.add_option("--capacity", o.capacity,
+                 "Capacity factor in [0, 4096]: rows per rank = ceil(F*T*K); 0 = fit the routing")
       ->capture_default_str();
   sub.add_option("--mma", o.mma,
                  "Tensor-core model of the GEMMs: hopper-bf16 | blackwell-bf16 | blackwell-mxfp8 (with --dtype\n"
@@ -63,11 +65,11 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_option("--scale-rule", o.scale_rule, "MXFP8 scale rule: rceil | ocp-floor")->capture_default_str();
   sub.add_option("--clamp", o.clamp, "SwiGLU clamp limit L > 0 (0 = the preset's, none for most)");
   sub.add_flag("--forward-only", o.forward_only, "Skip the backward pass");
-  sub.add_option("--minibatch", o.minibatch, "Tokens per rank per minibatch (0 = all T); results do not depend on it")
+  sub.add_option("--minibatch", o.minibatch, "Tokens per rank per minibatch in [0, T] (0 = all T); results do not depend on it")
       ->capture_default_str();
-  sub.add_option("--comm-sms", o.comm_sms, "Communication SMs per GPU, both passes (megakernel: data-movement CTAs)")
+  sub.add_option("--comm-sms", o.comm_sms, "Communication SMs per GPU in [1, 1024], both passes (megakernel: data-movement CTAs)")
       ->capture_default_str();
-  sub.add_option("--runs", o.runs, "Runs recorded in the --out trace (each one a full layer run)")->capture_default_str();
+  sub.add_option("--runs", o.runs, "Runs recorded in the --out trace, in [1, 10000] (each one a full layer run)")->capture_default_str();
   sub.add_option("--out", o.out, "Write an HDF5 trace of every run, rank and tensor (harness/TRACE_FORMAT.md)");
   sub.footer(
       "Example: calico run --preset qwen3-30b-a3b --tokens 4096 --ranks 1 --threads 2\n"
@@ -207,6 +209,7 @@ int run_command(const RunOptions& o) {
 #endif
   if (o.backend != "reference") return run_backend_command(o);
   const ref::ReferenceMode mode = ref::parse_reference_mode(o.mode);
+  if (!o.out.empty()) check_output_path(o.out, "--out");  // before the work, not after it
   const RunRequest req = make_request(o);
   std::printf("spec:    %s\nconfig:  %s\nrouting: %s\nbackend: reference-%s, threads %d\n", req.spec.describe().c_str(),
               req.config.describe().c_str(), RoutingSource::parse(o.routing).describe().c_str(), ref::to_string(mode),

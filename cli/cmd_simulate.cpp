@@ -1,8 +1,10 @@
 // `calico simulate`: one MoE layer (forward + backward) on the NVLink simulator; prints per-stage times,
 // exposed communication, link utilisation and the layer time; optionally a Perfetto trace, the
 // non-overlapped baseline, and a comparison with a measured megakernel timeline.
+#include <cmath>
 #include <cstdio>
 
+#include "calico/files.h"
 #include "command.h"
 #include "sim_cli.h"
 
@@ -34,10 +36,14 @@ int run(const Options& o) {
   cfg.dispatch_backward = o.dispatch_bwd.empty() ? cfg.dispatch_forward : cli::direction_option(o.dispatch_bwd, "--dispatch-bwd");
   cfg.combine_backward = o.combine_bwd.empty() ? cfg.combine_forward : cli::direction_option(o.combine_bwd, "--combine-bwd");
   cfg.seed = o.problem.seed;
-  require(o.macrobatch >= 0, "--macrobatch must be >= 0, got {}", o.macrobatch);
+  require(o.macrobatch >= 0 && o.macrobatch <= 4096, "--macrobatch must be in [0, 4096], got {}", o.macrobatch);
   cfg.macrobatch = o.macrobatch;
-  require(o.link_scale > 0, "--link-scale must be > 0, got {}", o.link_scale);
+  require(std::isfinite(o.link_scale) && o.link_scale >= 1e-3 && o.link_scale <= 1e3,
+          "--link-scale must be in [0.001, 1000], got {}", o.link_scale);
   sim::validate_run(topo, spec, cfg);
+  if (!o.trace.empty()) check_output_path(o.trace, "--trace");  // before the work, not after it
+  // The measured timeline is read first: a bad file fails before anything is written (issue 9).
+  const auto measured = o.timeline.empty() ? std::vector<sim::TimelineRecord>{} : sim::read_timeline(o.timeline);
   const sim::Traffic traffic = o.problem.traffic(spec, cfg);
   sim::SimOptions opt;
   opt.trace = !o.trace.empty() || !o.timeline.empty();
@@ -61,7 +67,6 @@ int run(const Options& o) {
                 double(b.layer_ps) / double(r.layer_ps));
   }
   if (!o.timeline.empty()) {
-    const auto measured = sim::read_timeline(o.timeline);
     std::printf("predicted vs measured (%s):\n%s", o.timeline.c_str(),
                 sim::format_comparison(sim::compare_timeline(r, measured)).c_str());
   }
@@ -77,16 +82,16 @@ calico::cli::Registrar simulate(
           "           --minibatch 512 --comm-sms 24 --dispatch push --combine pull --trace layer.json\n"
           "Model and units: simulator/MODEL.md; trace and timeline formats: simulator/TRACE_FORMAT.md.");
       o->problem.add(sub);
-      sub.add_option("--minibatch", o->minibatch, "Tokens per rank per minibatch (0 = all)");
-      sub.add_option("--comm-sms", o->comm_sms, "Communication SMs per GPU (forward, and backward unless set)");
+      sub.add_option("--minibatch", o->minibatch, "Tokens per rank per minibatch in [0, T] (0 = all; at most 4096 minibatches)");
+      sub.add_option("--comm-sms", o->comm_sms, "Communication SMs per GPU in [1, SMs-1] (forward, and backward unless set)");
       sub.add_option("--comm-sms-bwd", o->comm_sms_bwd, "Communication SMs per GPU in the backward pass");
       sub.add_option("--dispatch", o->dispatch, "push or pull (forward, and backward unless set)");
       sub.add_option("--combine", o->combine, "push or pull (forward, and backward unless set)");
       sub.add_option("--dispatch-bwd", o->dispatch_bwd, "push or pull, backward pass");
       sub.add_option("--combine-bwd", o->combine_bwd, "push or pull, backward pass");
-      sub.add_option("--link-scale", o->link_scale, "Multiply link bandwidth (what-if)");
+      sub.add_option("--link-scale", o->link_scale, "Multiply link bandwidth (what-if), in [0.001, 1000]");
       o->transfer.add(sub);
-      sub.add_option("--macrobatch", o->macrobatch, "Ring-buffer slots in minibatches (back-pressure; 0 = unbounded)");
+      sub.add_option("--macrobatch", o->macrobatch, "Ring-buffer slots in minibatches (back-pressure; 0 = unbounded), in [0, 4096]");
       sub.add_flag("--forward-only", o->forward_only, "Simulate the forward pass only");
       sub.add_flag("--baseline", o->baseline, "Also simulate the non-overlapped all_to_all + GEMM schedule");
       sub.add_option("--trace", o->trace, "Write a Chrome/Perfetto trace JSON here");

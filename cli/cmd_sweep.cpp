@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "calico/files.h"
+#include "calico/process.h"
 #include "command.h"
 #include "sim_cli.h"
 
@@ -29,6 +31,8 @@ std::string point_str(const calico::sim::SweepPoint& p) {
 
 int run(const Options& o) {
   using namespace calico;
+  check_output_path(o.out, "--out");  // before the work, not after it
+  if (!o.no_plot && !o.plot.empty()) check_output_path(o.plot, "--plot");
   const sim::Topology topo = sim::load_topology(o.problem.topology);
   const LayerSpec spec = o.problem.spec();
   RunConfig base;
@@ -80,11 +84,15 @@ int run(const Options& o) {
   }
   if (!o.no_plot) {
     const std::string png = o.plot.empty() ? std::filesystem::path(o.out).replace_extension(".png").string() : o.plot;
-    const auto script = std::filesystem::path(data_dir()).parent_path() / "scripts" / "plot_sweep.py";
-    const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' '{}' --title '{} {} R={} T={}'", script.string(),
-                                        o.out, png, topo.name, spec.name, base.ranks, base.tokens_per_rank);
-    const int rc = std::system(cmd.c_str());
-    require(rc == 0, "sweep: plotting failed ({} returned {}); use --no-plot to skip", cmd, rc);
+    const auto script = std::filesystem::path(scripts_dir()) / "plot_sweep.py";
+    // An argument vector, never a shell line: file and topology names are data (issue 9).
+    const std::vector<std::string> argv{"/usr/bin/python3", script.string(),
+                                        fmt::format("--title={} {} R={} T={}", topo.name, spec.name, base.ranks,
+                                                    base.tokens_per_rank),
+                                        "--", o.out, png};
+    const ProcessResult rc = run_process(argv, /*capture=*/true);
+    require(rc.ok(), "sweep: plotting '{}' failed ({}); use --no-plot to skip\n{}", png,
+            rc.error.empty() ? fmt::format("exit {}", rc.exit_code) : rc.error, rc.output);
     std::printf("plot: %s\n", png.c_str());
   }
   return 0;
@@ -99,7 +107,7 @@ calico::cli::Registrar sweep(
                  "Each point is forward + backward; directions vary per stage and pass (16 combinations). Runs\n"
                  "on OMP_NUM_THREADS threads; results do not depend on the thread count.");
       o->problem.add(sub);
-      sub.add_option("--comm-sms", o->comm_sms, "Communication SM counts to try")->delimiter(',');
+      sub.add_option("--comm-sms", o->comm_sms, "Communication SM counts to try, each in [1, SMs-1]")->delimiter(',');
       sub.add_option("--minibatches", o->minibatches, "Minibatch sizes (default T, T/2, ... >= 64)")->delimiter(',');
       sub.add_option("--out", o->out, "CSV output path");
       sub.add_option("--hdf5", o->hdf5, "Also write the table as HDF5 (the CSV's columns, one dataset each)");
@@ -107,7 +115,7 @@ calico::cli::Registrar sweep(
       sub.add_option("--plot", o->plot, "PNG output path (default: the CSV path with .png)");
       sub.add_flag("--no-plot", o->no_plot, "Do not plot");
       sub.add_flag("--baseline", o->baseline, "Also report the speedup over the non-overlapped schedule");
-      sub.add_option("--limit", o->limit, "Stop after this many configurations (0 = all)");
+      sub.add_option("--limit", o->limit, "Stop after this many configurations (0 = all)")->check(calico::cli::unsigned_value());
       return [o] { return run(*o); };
     });
 

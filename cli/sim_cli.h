@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "command.h"
+
 #include "calico/data.h"
 #include "calico/error.h"
 #include "calico/schedule.h"
@@ -25,11 +27,11 @@ struct SimProblem {
     sub.add_option("--topology", topology, "Topology name in data/topologies (or a JSON path)")->required();
     sub.add_option("--preset", preset, "Model preset (data/presets), e.g. deepseek-v3")->required();
     sub.add_option("--ranks", ranks, "EP ranks R (<= the topology's GPUs)")->required();
-    sub.add_option("--tokens", tokens, "Tokens per rank T")->required();
+    sub.add_option("--tokens", tokens, "Tokens per rank T, in [1, 2^20], with R*T <= 2^24")->required();
     sub.add_option("--routing", routing,
                    "uniform (default), zipf:S, adversarial or FILE.h5 (any R; rank r owns experts [rE/R, (r+1)E/R))");
     sub.add_option("--dtype", dtype, "bf16 or mxfp8 (wire and GEMM format of the routed experts)");
-    sub.add_option("--seed", seed, "Routing seed");
+    sub.add_option("--seed", seed, "Routing seed")->check(calico::cli::unsigned_value());
   }
   LayerSpec spec() const {
     LayerSpec s = load_preset(preset);

@@ -27,6 +27,18 @@ import numpy as np  # noqa: E402
 MAX_DETAIL_PLOTS = 4
 
 
+
+def save_atomic(fig, path):
+    """Saves a figure to a temporary file beside `path`, then renames it: no half-written PNG."""
+    d, name = os.path.split(path)
+    tmp = os.path.join(d, f".{name}.tmp-{os.getpid()}")
+    try:
+        fig.savefig(tmp, dpi=110, format="png")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
 def summary_plot(rep, path):
     comps = rep["comparisons"]
     tensors = []
@@ -63,7 +75,7 @@ def summary_plot(rep, path):
         ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=7, frameon=False)
     fig.suptitle("Gate: every comparison (rows) x tensor (columns)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_atomic(fig, path)
     plt.close(fig)
 
 
@@ -79,7 +91,7 @@ def ulp_plot(d, title, path):
     ax.set_ylabel("mismatching elements")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_atomic(fig, path)
     plt.close(fig)
 
 
@@ -145,7 +157,7 @@ def where_plot(rep, comp, d, title, path):
     axes[2].set_ylabel(row_label, fontsize=8)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.9))
-    fig.savefig(path, dpi=110)
+    save_atomic(fig, path)
     plt.close(fig)
 
 
@@ -191,8 +203,14 @@ def write_html(rep, stem, plots, md_path):
         out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in rep["notes"]) + "</ul>")
     out.append(f"<p>Markdown: <code>{e(os.path.basename(md_path))}</code>, JSON: "
                f"<code>{e(os.path.basename(stem))}.json</code></p></body></html>")
-    with open(stem + ".html", "w") as f:
-        f.write("\n".join(out))
+    tmp = f"{stem}.html.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            f.write("\n".join(out))
+        os.replace(tmp, stem + ".html")  # the report appears only when complete
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def main():

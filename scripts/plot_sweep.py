@@ -4,6 +4,7 @@ point), and the best layer time per forward/backward push-pull combination. Usag
     /usr/bin/python3 scripts/plot_sweep.py sweep.csv sweep.png [--title TEXT]
 """
 import argparse
+import os
 import csv
 from collections import defaultdict
 
@@ -50,7 +51,14 @@ def main():
     ax2.set_xlim(lo * 0.95, max(dirs.values()) * 1.02)
     fig.suptitle(a.title)
     fig.tight_layout()
-    fig.savefig(a.png, dpi=110)
+    d, name = os.path.split(a.png)
+    tmp = os.path.join(d, f".{name}.tmp-{os.getpid()}")
+    try:  # the PNG appears only when complete
+        fig.savefig(tmp, dpi=110, format="png")
+        os.replace(tmp, a.png)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 if __name__ == "__main__":

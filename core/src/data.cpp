@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "calico/error.h"
+#include "calico/files.h"
 
 namespace calico {
 
@@ -256,6 +257,17 @@ std::vector<T> read_2d(hid_t file, const std::string& path, const char* dataset,
   H5Handle type{H5Dget_type(ds.id), H5Tclose};
   require(H5Tget_class(type.id) == want, "--routing file '{}': dataset {} must be {}", path, dataset,
           want == H5T_INTEGER ? "an integer type (int32)" : "a floating-point type (float32)");
+  // Bounded allocation (issue 9): the claimed shape is checked against documented limits and against the
+  // file's size (with room for a compression ratio of 1024) before any memory is allocated.
+  require(dims[0] >= 1 && dims[1] >= 1 && dims[0] <= kMaxRoutingTokens && dims[1] <= kMaxRoutingTopK &&
+              dims[0] * dims[1] <= kMaxRoutingEntries,
+          "--routing file '{}': dataset {} claims [{}, {}]; at most [{}, {}] with {} entries in all", path, dataset,
+          dims[0], dims[1], kMaxRoutingTokens, kMaxRoutingTopK, kMaxRoutingEntries);
+  std::error_code ec;
+  const uintmax_t file_bytes = std::filesystem::file_size(path, ec);
+  require(!ec && dims[0] * dims[1] * sizeof(T) <= file_bytes * 1024 + (1u << 20),
+          "--routing file '{}': dataset {} claims [{}, {}] ({} bytes) but the file has only {} bytes", path, dataset,
+          dims[0], dims[1], dims[0] * dims[1] * sizeof(T), file_bytes);
   std::vector<T> v(static_cast<size_t>(dims[0] * dims[1]));
   require(H5Dread(ds.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0,
           "--routing file '{}': reading dataset {} failed", path, dataset);
@@ -291,7 +303,9 @@ void write_routing_h5(const std::string& path, const Routing& routing) {
           "write_routing_h5: routing must be non-empty with tokens*K = {} entries, got {} experts and {} weights", n,
           routing.topk_experts.size(), routing.router_weights.size());
   silence_hdf5_errors();
-  const std::string tmp = path + ".tmp";  // written whole, then renamed: a crash leaves no half file
+  // Written whole to a temporary file, then renamed; removed on error and on SIGINT/SIGTERM.
+  OutputFile out(path, "routing file");
+  const std::string& tmp = out.temp_path();
   {
     H5Handle file{H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
     require(file.id >= 0, "cannot create HDF5 file '{}'", tmp);
@@ -306,7 +320,7 @@ void write_routing_h5(const std::string& path, const Routing& routing) {
     write("/routing/topk_experts", H5T_STD_I32LE, H5T_NATIVE_INT32, routing.topk_experts.data());
     write("/routing/router_weights", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, routing.router_weights.data());
   }
-  std::filesystem::rename(tmp, path);
+  out.commit();
 }
 
 }  // namespace calico

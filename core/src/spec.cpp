@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calico/error.h"
+#include "calico/json_fields.h"
 
 #ifndef CALICO_DEFAULT_DATA_DIR
 #define CALICO_DEFAULT_DATA_DIR "data"
@@ -57,8 +58,8 @@ void RunConfig::validate(const LayerSpec& spec) const {
   require(macrobatch >= 0, "macrobatch must be >= 0 (0 = all), got {}", macrobatch);
   require_range("comm_sms_forward", comm_sms_forward, 1, 1024);
   require_range("comm_sms_backward", comm_sms_backward, 1, 1024);
-  require(std::isfinite(capacity_factor) && capacity_factor >= 0.0,
-          "capacity_factor must be finite and >= 0 (0 = fit), got {}", capacity_factor);
+  require(std::isfinite(capacity_factor) && capacity_factor >= 0.0 && capacity_factor <= kMaxCapacityFactor,
+          "capacity factor (--capacity) must be in [0, {}] (0 = fit), got {}", kMaxCapacityFactor, capacity_factor);
 }
 
 std::string RunConfig::describe() const {
@@ -92,8 +93,18 @@ void Routing::validate(const LayerSpec& spec) const {
 
 std::string data_dir() {
   if (const char* env = std::getenv("CALICO_DATA_DIR"); env && *env) return env;
+  // An installed binary (PREFIX/bin/calico, or a program linked against the installed libraries in
+  // PREFIX/bin) finds PREFIX/share/calico/data.
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = exe.parent_path().parent_path() / "share" / "calico" / "data";
+    if (std::filesystem::is_directory(installed / "presets", ec)) return installed.string();
+  }
   return CALICO_DEFAULT_DATA_DIR;
 }
+
+std::string scripts_dir() { return (std::filesystem::path(data_dir()).parent_path() / "scripts").string(); }
 
 std::vector<std::string> preset_names() {
   std::vector<std::string> names;
@@ -106,24 +117,21 @@ std::vector<std::string> preset_names() {
 }
 
 LayerSpec parse_layer_spec_json(const std::string& json_text, const std::string& origin) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON: {}", origin, e.what()));
-  }
+  // Checked fields (issue 9): integers integral and in LayerSpec's documented ranges, unknown keys an error.
+  const nlohmann::json j = parse_json_text(json_text, origin);
+  JsonFields f(j, origin);
   LayerSpec s;
-  try {
-    s.name = j.value("name", origin);
-    s.hidden = j.at("hidden").get<int>();
-    s.intermediate = j.at("intermediate").get<int>();
-    s.experts = j.at("experts").get<int>();
-    s.top_k = j.at("top_k").get<int>();
-    s.shared_intermediate = j.value("shared_intermediate", 0);
-    if (j.contains("swiglu_limit") && !j["swiglu_limit"].is_null()) s.swiglu_limit = j["swiglu_limit"].get<float>();
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: bad layer spec: {}", origin, e.what()));
-  }
+  s.name = f.string("name", origin);
+  s.hidden = static_cast<int>(f.integer("hidden", 1, 1 << 20));
+  s.intermediate = static_cast<int>(f.integer("intermediate", 1, 1 << 20));
+  s.experts = static_cast<int>(f.integer("experts", 1, 1 << 16));
+  s.top_k = static_cast<int>(f.integer("top_k", 1, 1 << 16));
+  s.shared_intermediate = static_cast<int>(f.integer("shared_intermediate", 0, 1 << 20, 0));
+  if (f.has("swiglu_limit")) s.swiglu_limit = static_cast<float>(f.number("swiglu_limit", 1e-30, 3e38));
+  f.allow("swiglu_limit");
+  f.allow("source");       // where the shape comes from (free text)
+  f.allow("description");  // free text
+  f.finish();
   s.validate();
   return s;
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calico/data.h"
+#include "calico/json_fields.h"
 #include "calico/harness.h"
 #include "schema.h"
 
@@ -52,32 +53,31 @@ std::vector<GateConfig> default_matrix(const std::vector<std::string>& backends,
 }
 
 void load_matrix_file(const std::string& path, GateOptions& o) {
-  std::ifstream in(path);
-  require(static_cast<bool>(in), "--matrix: cannot open '{}'", path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-    o.preset = j.value("preset", o.preset);
-    o.tokens = j.value("tokens", o.tokens);
-    o.runs = j.value("runs", o.runs);
-    o.routing = j.value("routing", o.routing);
-    o.seed = j.value("seed", o.seed);
-    o.baseline = j.value("baseline", o.baseline);
-    o.configs.clear();
-    for (const auto& c : j.at("configs")) {
-      GateConfig g;
-      g.backend = c.value("backend", g.backend);
-      g.ranks = c.value("ranks", g.ranks);
-      g.dtype = parse_dtype(c.value("dtype", std::string("bf16")));
-      g.minibatch = c.value("minibatch", 0);
-      g.comm_sms = c.value("comm_sms", 16);
-      g.threads = c.value("threads", 0);
-      g.dispatch = parse_direction(c.value("dispatch", std::string("push")));
-      g.combine = parse_direction(c.value("combine", std::string("push")));
-      o.configs.push_back(g);
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("--matrix '{}': {}", path, e.what()));
+  // Every field through the checked accessor: integral and in range, unknown keys an error (issue 9).
+  const nlohmann::json j = parse_json_file(path, "--matrix");
+  JsonFields top(j, fmt::format("--matrix '{}'", path));
+  o.preset = top.string("preset", o.preset);
+  o.tokens = top.integer("tokens", 1, kMaxGateTokens, o.tokens);
+  o.runs = static_cast<int>(top.integer("runs", 1, kMaxGateRuns, o.runs));
+  o.routing = top.string("routing", o.routing);
+  o.seed = static_cast<uint64_t>(top.integer("seed", 0, INT64_MAX, static_cast<int64_t>(o.seed)));
+  o.baseline = top.string("baseline", o.baseline);
+  const auto& configs = top.array("configs");
+  top.finish();
+  o.configs.clear();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    JsonFields c(configs[i], fmt::format("--matrix '{}': configs[{}]", path, i));
+    GateConfig g;
+    g.backend = c.string("backend", g.backend);
+    g.ranks = static_cast<int>(c.integer("ranks", 1, 4096, g.ranks));
+    g.dtype = parse_dtype(c.string("dtype", "bf16"));
+    g.minibatch = static_cast<int>(c.integer("minibatch", 0, kMaxGateTokens, 0));
+    g.comm_sms = static_cast<int>(c.integer("comm_sms", 1, 1024, 16));
+    g.threads = static_cast<int>(c.integer("threads", 0, 1024, 0));
+    g.dispatch = parse_direction(c.string("dispatch", "push"));
+    g.combine = parse_direction(c.string("combine", "push"));
+    c.finish();
+    o.configs.push_back(g);
   }
   require(!o.configs.empty(), "--matrix '{}': \"configs\" must list at least one config", path);
 }
@@ -90,6 +90,7 @@ RunRequest make_request(const GateOptions& o, const GateConfig& c, const LayerSp
   q.spec.dtype = c.dtype;
   q.spec.validate();
   q.config.ranks = c.ranks;
+  require(c.ranks >= 1 && c.ranks <= 4096, "gate: ranks must be in [1, 4096], got {}", c.ranks);
   require(o.tokens % c.ranks == 0, "gate: global tokens ({}) must be divisible by R={}", o.tokens, c.ranks);
   q.config.tokens_per_rank = static_cast<int>(o.tokens / c.ranks);
   q.config.minibatch = c.minibatch;
@@ -117,7 +118,10 @@ GateResult run_gate(const GateOptions& options, const ProgressFn& progress) {
   GateResult res;
   res.options = options;
   res.provenance = collect_provenance();
-  require(options.runs >= 1 && options.runs <= 1000, "--runs must be in [1, 1000], got {}", options.runs);
+  require(options.runs >= 1 && options.runs <= kMaxGateRuns, "--runs must be in [1, {}], got {}", kMaxGateRuns,
+          options.runs);
+  require(options.tokens >= 1 && options.tokens <= kMaxGateTokens, "--tokens must be in [1, {}], got {}",
+          kMaxGateTokens, options.tokens);
   require(!options.configs.empty(), "gate: the matrix is empty");
   for (const auto& c : options.configs) make_backend(c.backend);  // bad names and parameters: an error, now
   const LayerSpec base = load_preset(options.preset);

@@ -11,18 +11,16 @@
 #include <nlohmann/json.hpp>
 
 #include "calico/harness.h"
+#include "calico/process.h"
 #include "calico/megakernel.h"
 
 namespace calico::harness {
 namespace {
 
-std::string run_command(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[256];
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    pclose(p);
-  }
+// git through an argument vector (no shell); the output only when git succeeded.
+std::string run_command(const std::vector<std::string>& argv) {
+  const ProcessResult res = run_process(argv);
+  std::string out = res.ok() ? res.output : std::string();
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out;
 }
@@ -40,10 +38,10 @@ std::string cpu_model() {
 Provenance collect_provenance(const std::string& command_line) {
   Provenance p;
   p.calico_version = CALICO_VERSION;
-  std::string commit = run_command("git -C '" CALICO_SOURCE_DIR "' rev-parse HEAD 2>/dev/null");
+  std::string commit = run_command({"git", "-C", CALICO_SOURCE_DIR, "rev-parse", "HEAD"});
   if (commit.empty())
     commit = "unknown";
-  else if (!run_command("git -C '" CALICO_SOURCE_DIR "' status --porcelain --untracked-files=no 2>/dev/null").empty())
+  else if (!run_command({"git", "-C", CALICO_SOURCE_DIR, "status", "--porcelain", "--untracked-files=no"}).empty())
     commit += "-dirty";
   p.git_commit = commit;
   char host[256] = {0};

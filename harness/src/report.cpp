@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "calico/files.h"
 #include "calico/harness.h"
+#include "calico/process.h"
 
 namespace calico::harness {
 namespace {
@@ -198,11 +200,7 @@ std::string markdown(const GateResult& r, const std::vector<std::string>& plots)
   return s.str();
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  require(static_cast<bool>(out), "--report-dir: cannot write '{}'", path);
-  out << text;
-}
+void write_file(const std::string& path, const std::string& text) { write_text_file(path, text, "--report-dir"); }
 
 std::string html_escape(const std::string& s) {
   std::string o;
@@ -214,7 +212,10 @@ std::string html_escape(const std::string& s) {
 
 void write_gate_reports(GateResult& r) {
   namespace fs = std::filesystem;
-  fs::create_directories(r.options.report_dir);
+  std::error_code ec;
+  fs::create_directories(r.options.report_dir, ec);
+  require(fs::is_directory(r.options.report_dir), "--report-dir: cannot create the folder '{}'{}",
+          r.options.report_dir, ec ? ": " + ec.message() : "");
   std::string name = r.options.name;
   if (name.empty()) {
     const std::time_t now = std::time(nullptr);
@@ -234,19 +235,13 @@ void write_gate_reports(GateResult& r) {
   std::string plot_note;
   if (r.options.plots) {
     const std::string script =
-        r.options.plot_script.empty() ? CALICO_SOURCE_DIR "/scripts/plot_report.py" : r.options.plot_script;
-    const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' 2>&1", script, r.json_path);
-    std::string out;
-    int status = -1;
-    if (FILE* p = popen(cmd.c_str(), "r")) {
-      char buf[512];
-      while (fgets(buf, sizeof buf, p)) out += buf;
-      status = pclose(p);
-    }
-    std::istringstream lines(out);
+        r.options.plot_script.empty() ? scripts_dir() + "/plot_report.py" : r.options.plot_script;
+    // An argument vector, never a shell line: the report folder and name are data (issue 9).
+    const ProcessResult res = run_process({"/usr/bin/python3", script, r.json_path});
+    std::istringstream lines(res.output);
     for (std::string line; std::getline(lines, line);)
       if (line.rfind("plot: ", 0) == 0) plots.push_back(line.substr(6));
-    if (status != 0) plot_note = "plot script failed: " + out;
+    if (!res.ok()) plot_note = "plot script failed: " + (res.error.empty() ? res.output : res.error);
   } else {
     plot_note = "plots disabled (--no-plots)";
   }

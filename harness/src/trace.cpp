@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "calico/files.h"
 #include "calico/harness.h"
 #include "h5.h"
 #include "schema.h"
@@ -412,26 +413,19 @@ void seal_trace_file(const std::string& path) {
 
 void write_trace(const std::string& path, const Trace& trace) {
   h5::silence_errors();
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path tmp = target.parent_path() / fmt::format(".{}.tmp-{}", target.filename().string(), getpid());
-  try {
-    {
-      h5::Id fcpl(h5::check(H5Pcreate(H5P_FILE_CREATE), "create file creation list"), H5Pclose);
-      h5::check(H5Pset_userblock(fcpl, kTraceHeaderBytes), "reserve the header block");
-      h5::Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), H5Fclose);
-      require(file.get() >= 0, "write_trace: cannot create '{}' (does the folder exist and is it writable?)",
-              tmp.string());
-      write_body(file, trace);
-      h5::check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush " + tmp.string());
-    }
-    seal_trace_file(tmp.string());
-    fs::rename(tmp, target);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw;
+  // A temporary file beside the target, renamed at the end; removed on error and on SIGINT/SIGTERM (issue 9).
+  OutputFile out(path, "trace");
+  const std::string& tmp = out.temp_path();
+  {
+    h5::Id fcpl(h5::check(H5Pcreate(H5P_FILE_CREATE), "create file creation list"), H5Pclose);
+    h5::check(H5Pset_userblock(fcpl, kTraceHeaderBytes), "reserve the header block");
+    h5::Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), H5Fclose);
+    require(file.get() >= 0, "write_trace: cannot create '{}' (is its folder writable?)", path);
+    write_body(file, trace);
+    h5::check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush " + tmp);
   }
+  seal_trace_file(tmp);
+  out.commit();
 }
 
 Trace read_trace(const std::string& path) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calico/error.h"
+#include "calico/json_fields.h"
 #include "network.h"
 
 namespace calico::sim {
@@ -189,15 +190,22 @@ CalibrationData load_calibration(const std::string& name_or_path) {
   require(bool(in), "--calibration: no calibration file '{}' (looked for {})", name_or_path, p.string());
   std::stringstream ss;
   ss << in.rdbuf();
+  // Checked fields (issue 9): finite numbers in documented ranges, unknown keys an error.
   CalibrationData d;
-  try {
-    const auto j = nlohmann::json::parse(ss.str());
-    d.topology = j.at("topology").get<std::string>();
-    for (const auto& m : j.at("measurements"))
-      d.measurements.push_back({m.at("scenario").get<std::string>(), m.value("x", 0.0), m.at("value").get<double>(),
-                                m.value("unit", ""), m.value("source", ""), m.value("ranks", 2)});
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: bad calibration file: {}", p.string(), e.what()));
+  const std::string origin = p.string();
+  const nlohmann::json j = parse_json_text(ss.str(), origin);
+  JsonFields top(j, origin);
+  d.topology = top.string("topology");
+  top.string("description", "");
+  const auto& ms = top.array("measurements");
+  top.finish();
+  for (size_t i = 0; i < ms.size(); ++i) {
+    JsonFields m(ms[i], fmt::format("{}: measurements[{}]", origin, i));
+    Measurement c{m.string("scenario"), m.number("x", 0.0, 65536.0, 0.0), m.number("value", 1e-6, 1e9),
+                  m.string("unit", ""), m.string("source", ""),
+                  static_cast<int>(m.integer("ranks", 1, 1 << 16, 2))};
+    m.finish();
+    d.measurements.push_back(std::move(c));
   }
   require(!d.measurements.empty(), "{}: calibration file has no measurements", p.string());
   return d;

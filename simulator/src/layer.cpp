@@ -492,9 +492,17 @@ void validate_run(const Topology& topo, const LayerSpec& spec, const RunConfig& 
   require(c.ranks >= 1 && c.ranks <= topo.max_gpus, "--ranks must be in [1, {}] for topology {}, got {}",
           topo.max_gpus, topo.name, c.ranks);
   require(c.ranks <= spec.experts, "--ranks must be <= experts (E={}), got {}", spec.experts, c.ranks);
-  require(c.tokens_per_rank >= 1, "--tokens must be >= 1, got {}", c.tokens_per_rank);
+  // Bounded (issue 9): the simulation's time and memory grow with R*T.
+  require(c.tokens_per_rank >= 1 && c.tokens_per_rank <= kMaxSimTokensPerRank, "--tokens must be in [1, {}], got {}",
+          kMaxSimTokensPerRank, c.tokens_per_rank);
+  require(int64_t{c.ranks} * c.tokens_per_rank <= kMaxSimTotalTokens,
+          "--ranks x --tokens must be <= {} tokens in all, got {} x {}", kMaxSimTotalTokens, c.ranks,
+          c.tokens_per_rank);
   require(c.minibatch >= 0 && c.minibatch <= c.tokens_per_rank,
           "--minibatch must be in [0, tokens={}] (0 = all), got {}", c.tokens_per_rank, c.minibatch);
+  const int64_t minibatches = (int64_t{c.tokens_per_rank} + c.minibatch_tokens() - 1) / c.minibatch_tokens();
+  require(minibatches <= kMaxSimMinibatches, "--minibatch {} gives {} minibatches per rank; at most {} (T={})",
+          c.minibatch, minibatches, kMaxSimMinibatches, c.tokens_per_rank);
   for (int sms : {c.comm_sms_forward, c.comm_sms_backward})
     require(sms >= 1 && sms < topo.sms, "--comm-sms must be in [1, {}] for topology {}, got {}", topo.sms - 1,
             topo.name, sms);

@@ -152,7 +152,9 @@ void Network::recompute() {
   }
   for (int id : active_) {
     Flow& f = flows_[id];
-    f.finish = f.rate > 0 ? now_ + static_cast<Time>(std::ceil(f.remaining / f.rate)) : kNever;
+    // Saturating: a finish time past kNever is kNever (no signed overflow for tiny rates, issue 9).
+    const double dt = f.rate > 0 ? std::ceil(f.remaining / f.rate) : HUGE_VAL;
+    f.finish = dt < static_cast<double>(kNever - now_) ? now_ + static_cast<Time>(dt) : kNever;
   }
   dirty_ = false;
 }

@@ -4,6 +4,7 @@
 // thread count.
 #include <array>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <map>
 
@@ -13,6 +14,7 @@
 
 #include "calico/data.h"
 #include "calico/error.h"
+#include "calico/files.h"
 #include "calico/simulator.h"
 
 namespace calico::sim {
@@ -49,6 +51,10 @@ std::vector<SweepPoint> run_sweep(const Topology& topo, const LayerSpec& spec, c
     RunConfig c = base;
     c.minibatch = mb;
     validate_run(topo, spec, c);
+    for (int sms : space.comm_sms) {  // every bad value is an error here, before the parallel loop
+      c.comm_sms_forward = c.comm_sms_backward = sms;
+      validate_run(topo, spec, c);
+    }
     traffic.emplace(mb, uniform ? traffic_uniform(spec, base.ranks, base.tokens_per_rank, c.minibatch_tokens(),
                                                   routing_seed)
                                 : traffic_from_routing(spec, routing, base.ranks, base.tokens_per_rank,
@@ -56,6 +62,8 @@ std::vector<SweepPoint> run_sweep(const Topology& topo, const LayerSpec& spec, c
   }
   std::vector<SimResult> results(keys.size());
   size_t done = 0;
+  // No exception may leave an OpenMP region (it would end in std::terminate): the first is kept and rethrown.
+  std::exception_ptr first_error;
 #pragma omp parallel for schedule(dynamic, 1)
   for (size_t i = 0; i < keys.size(); ++i) {
     const auto [pass, mb, sms, d, c] = keys[i];
@@ -68,13 +76,19 @@ std::vector<SweepPoint> run_sweep(const Topology& topo, const LayerSpec& spec, c
     opt.set_transfer(space.transfer);
     opt.forward = pass == 0;
     opt.backward = pass == 1;
-    results[i] = simulate(topo, spec, cfg, traffic.at(mb), opt);
+    try {
+      results[i] = simulate(topo, spec, cfg, traffic.at(mb), opt);
+    } catch (...) {
+#pragma omp critical(calico_sweep_error)
+      if (!first_error) first_error = std::current_exception();
+    }
 #pragma omp critical
     {
       ++done;
       if (progress && omp_get_thread_num() == 0) progress(done, keys.size());
     }
   }
+  if (first_error) std::rethrow_exception(first_error);
   if (progress) progress(keys.size(), keys.size());
   for (auto& p : points) {
     const auto& f = results[index.at({0, p.minibatch, p.comm_sms, int(p.dispatch_fwd), int(p.combine_fwd)})];
@@ -90,8 +104,8 @@ std::vector<SweepPoint> run_sweep(const Topology& topo, const LayerSpec& spec, c
 }
 
 void write_sweep_csv(const std::string& path, const std::vector<SweepPoint>& points) {
-  std::ofstream out(path);
-  require(bool(out), "--out: cannot write {}", path);
+  TextOutputFile file(path, "--out");  // appears only when complete
+  std::ofstream& out = file.stream();
   out << "comm_sms,minibatch,dispatch_fwd,combine_fwd,dispatch_bwd,combine_bwd,layer_us,forward_us,backward_us,"
          "exposed_comm_us,link_util_mean\n";
   for (const auto& p : points)
@@ -99,7 +113,7 @@ void write_sweep_csv(const std::string& path, const std::vector<SweepPoint>& poi
                        to_string(p.dispatch_fwd), to_string(p.combine_fwd), to_string(p.dispatch_bwd),
                        to_string(p.combine_bwd), p.layer_ps / 1e6, p.forward_ps / 1e6, p.backward_ps / 1e6,
                        p.exposed_comm_ps / 1e6, p.link_util_mean);
-  require(bool(out), "--out: error writing {}", path);
+  file.commit();
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calico/error.h"
+#include "calico/json_fields.h"
 #include "calico/simulator.h"
 
 namespace calico::sim {
@@ -25,6 +26,7 @@ struct IntField {
 constexpr IntField kIntFields[] = {{"max_gpus", &Topology::max_gpus}, {"sms", &Topology::sms},
                                    {"hops", &Topology::hops},         {"tile_m", &Topology::tile_m},
                                    {"tile_n", &Topology::tile_n}};
+constexpr double kMaxTopologyValue = 1e9, kMinTopologyRate = 1e-2;
 constexpr DoubleField kDoubleFields[] = {
     {"link_gbps", &Topology::link_gbps},
     {"link_efficiency", &Topology::link_efficiency},
@@ -79,21 +81,26 @@ void Topology::validate() const {
   require(hops >= 1 && hops <= 8, "topology {}: hops must be in [1, 8], got {}", name, hops);
   require(tile_m >= 1 && tile_n >= 1, "topology {}: tile_m and tile_n must be >= 1, got {} and {}", name, tile_m,
           tile_n);
+  // Bounded above so that no stage time or bandwidth can overflow (issue 9): 1e9 is a second in ns, 1e9 GB/s.
   for (const auto& f : kDoubleFields)
-    require(this->*f.field >= 0 && std::isfinite(this->*f.field), "topology {}: {} must be finite and >= 0, got {}",
-            name, f.name, this->*f.field);
+    require(this->*f.field >= 0 && this->*f.field <= kMaxTopologyValue && std::isfinite(this->*f.field),
+            "topology {}: {} must be finite and in [0, {}], got {}", name, f.name, kMaxTopologyValue, this->*f.field);
   for (const auto& f : kOptionalFields)
-    require(this->*f.field >= 0 && std::isfinite(this->*f.field), "topology {}: {} must be finite and >= 0, got {}",
-            name, f.name, this->*f.field);
+    require(this->*f.field >= 0 && this->*f.field <= kMaxTopologyValue && std::isfinite(this->*f.field),
+            "topology {}: {} must be finite and in [0, {}], got {}", name, f.name, kMaxTopologyValue, this->*f.field);
   require(tma_push_gbps_per_sm > 0 && tma_pull_bytes_in_flight_per_sm > 0 && ce_gbps > 0 && poll_lanes >= 1,
           "topology {}: tma_push_gbps_per_sm, tma_pull_bytes_in_flight_per_sm and ce_gbps must be > 0, poll_lanes "
           ">= 1", name);
   require(link_gbps > 0 && link_efficiency > 0 && link_efficiency <= 1.0,
           "topology {}: link_gbps must be > 0 and link_efficiency in (0, 1], got {} and {}", name, link_gbps,
           link_efficiency);
-  require(push_store_gbps_per_sm > 0 && pull_bytes_in_flight_per_sm > 0 && hbm_gbps > 0 && local_copy_gbps > 0 &&
-              bf16_tflops > 0 && gemm_efficiency > 0 && nccl_channel_bytes > 0 && nccl_channel_gbps > 0,
-          "topology {}: rates, in-flight bytes and nccl_channel_bytes must be > 0", name);
+  require(push_store_gbps_per_sm >= kMinTopologyRate && pull_bytes_in_flight_per_sm >= kMinTopologyRate &&
+              hbm_gbps >= kMinTopologyRate && local_copy_gbps >= kMinTopologyRate &&
+              bf16_tflops >= kMinTopologyRate && gemm_efficiency > 0 && gemm_efficiency <= 1.0 &&
+              nccl_channel_bytes >= kMinTopologyRate && nccl_channel_gbps >= kMinTopologyRate &&
+              link_gbps >= kMinTopologyRate && mxfp8_speedup >= kMinTopologyRate,
+          "topology {}: rates, in-flight bytes and nccl_channel_bytes must be >= {} and gemm_efficiency in (0, 1]",
+          name, kMinTopologyRate);
 }
 
 Topology parse_topology_json(const std::string& json_text, const std::string& origin) {
@@ -103,32 +110,40 @@ Topology parse_topology_json(const std::string& json_text, const std::string& or
   } catch (const std::exception& e) {
     throw Error(fmt::format("{}: not valid JSON: {}", origin, e.what()));
   }
+  // Checked fields (issue 9): integers integral and in range, every number finite, unknown keys an error.
   Topology t;
-  try {
-    t.name = j.value("name", origin);
-    t.description = j.value("description", "");
-    t.gpu = j.value("gpu", "");
-    const auto& p = j.at("params");
-    auto read = [&](const char* name, auto& dst) {
-      require(p.contains(name), "{}: params.{} is missing", origin, name);
-      const auto& v = p.at(name);
-      require(v.is_object() && v.contains("value") && v.contains("source"),
-              "{}: params.{} must be an object with value and source", origin, name);
-      dst = v.at("value").get<std::remove_reference_t<decltype(dst)>>();
-      t.sources[name] = v.at("source").get<std::string>();
-    };
-    for (const auto& f : kIntFields) read(f.name, t.*f.field);
-    for (const auto& f : kDoubleFields) read(f.name, t.*f.field);
-    for (const auto& f : kOptionalFields) {
-      if (p.contains(f.name)) {
-        read(f.name, t.*f.field);
-      } else {
-        t.sources[f.name] = "default of calico::sim::Topology (not in the topology file)";
-      }
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: bad topology: {}", origin, e.what()));
+  JsonFields top(j, origin);
+  t.name = top.string("name", origin);
+  t.description = top.string("description", "");
+  t.gpu = top.string("gpu", "");
+  const auto& p = top.object("params");
+  top.finish();
+  JsonFields params(p, origin + ": params");
+  auto read = [&](const char* name) -> JsonFields {
+    JsonFields v(params.object(name), params.path(name));
+    t.sources[name] = v.string("source");
+    return v;
+  };
+  for (const auto& f : kIntFields) {
+    JsonFields v = read(f.name);
+    t.*f.field = static_cast<int>(v.integer("value", 0, 1 << 20));
+    v.finish();
   }
+  for (const auto& f : kDoubleFields) {
+    JsonFields v = read(f.name);
+    t.*f.field = v.number("value", 0.0, kMaxTopologyValue);
+    v.finish();
+  }
+  for (const auto& f : kOptionalFields) {  // the second cut's parameters: the struct's defaults when absent
+    if (!params.has(f.name)) {
+      t.sources[f.name] = "default of calico::sim::Topology (not in the topology file)";
+      continue;
+    }
+    JsonFields v = read(f.name);
+    t.*f.field = v.number("value", 0.0, kMaxTopologyValue);
+    v.finish();
+  }
+  params.finish();
   t.validate();
   return t;
 }

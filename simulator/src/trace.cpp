@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "calico/error.h"
+#include "calico/files.h"
+#include "calico/json_fields.h"
 #include "calico/simulator.h"
 
 namespace calico::sim {
@@ -59,11 +61,12 @@ struct Rec {
 }  // namespace
 
 void write_perfetto_trace(const std::string& path, const SimResult& result, const Topology& topo) {
-  std::ofstream out(path);
-  require(bool(out), "--trace: cannot write {}", path);
+  TextOutputFile file(path, "--trace");  // appears only when complete (issue 9)
+  std::ofstream& out = file.stream();
   int gpus = 0;
   for (const auto& s : result.slices) gpus = std::max(gpus, s.gpu + 1);
-  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"topology\":\"" << topo.name << "\"},\"traceEvents\":[\n";
+  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"topology\":" << nlohmann::json(topo.name).dump()
+      << "},\"traceEvents\":[\n";
   bool first = true;
   auto sep = [&] { out << (first ? "" : ",\n"); first = false; };
   for (int g = 0; g < gpus; ++g) {
@@ -83,43 +86,63 @@ void write_perfetto_trace(const std::string& path, const SimResult& result, cons
         s.start / 1e6, (s.end - s.start) / 1e6, to_string(s.pass), to_string(s.stage), s.minibatch);
   }
   out << "\n]}\n";
-  require(bool(out), "--trace: error writing {}", path);
+  file.commit();
 }
 
 std::vector<TimelineRecord> read_timeline(const std::string& path) {
-  std::ifstream in(path);
+  // Checked numbers (issue 9): integers integral and in range, unknown keys an error, CSV numbers whole.
+  constexpr int64_t kMaxNs = int64_t{1} << 52;  // ~52 days: far beyond any run, far from overflow in ps
+  std::ifstream in(path, std::ios::binary);
   require(bool(in), "--compare-timeline: cannot open {}", path);
   std::stringstream ss;
   ss << in.rdbuf();
+  require(!in.bad(), "--compare-timeline: cannot read {} (is it a folder?)", path);
   const std::string text = ss.str();
   std::vector<TimelineRecord> recs;
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && (text[first] == '{' || text[first] == '[')) {
-    try {
-      const auto j = nlohmann::json::parse(text);
-      const auto& arr = j.is_array() ? j : j.at("records");
-      for (const auto& r : arr) {
-        TimelineRecord t;
-        t.rank = r.at("rank").get<int>();
-        t.sm = r.value("sm", 0);
-        t.role = r.value("role", "");
-        t.pass = parse_pass(r.value("pass", std::string("forward")));
-        t.stage = parse_stage(r.at("stage").get<std::string>());
-        t.minibatch = r.at("minibatch").get<int>();
-        t.start_ns = r.at("start_ns").get<int64_t>();
-        t.end_ns = r.at("end_ns").get<int64_t>();
-        recs.push_back(t);
-      }
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("{}: bad timeline JSON: {}", path, e.what()));
+    const auto j = parse_json_text(text, "--compare-timeline " + path);
+    const nlohmann::json* arr = &j;
+    if (!j.is_array()) {
+      JsonFields top(j, path);
+      top.string("format", "calico-timeline-v1");
+      arr = &top.array("records");
+      top.finish();
+    }
+    for (size_t i = 0; i < arr->size(); ++i) {
+      JsonFields r((*arr)[i], fmt::format("{}: records[{}]", path, i));
+      TimelineRecord t;
+      t.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
+      t.sm = static_cast<int>(r.integer("sm", 0, 1 << 20, 0));
+      t.role = r.string("role", "");
+      t.pass = parse_pass(r.string("pass", "forward"));
+      t.stage = parse_stage(r.string("stage"));
+      t.minibatch = static_cast<int>(r.integer("minibatch", 0, 1 << 24));
+      t.start_ns = r.integer("start_ns", -kMaxNs, kMaxNs);
+      t.end_ns = r.integer("end_ns", -kMaxNs, kMaxNs);
+      r.finish();
+      recs.push_back(t);
     }
   } else {  // CSV: rank,sm,role,pass,stage,minibatch,start_ns,end_ns with a header line
     std::istringstream lines(text);
     std::string line;
     std::getline(lines, line);
     int n = 1;
+    auto whole = [&](const std::string& x, const char* field, int64_t lo, int64_t hi) -> int64_t {
+      int64_t v = 0;
+      size_t used = 0;
+      try {
+        v = std::stoll(x, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      require(used == x.size() && !x.empty() && v >= lo && v <= hi, "{}:{}: {} must be an integer in [{}, {}], got '{}'",
+              path, n, field, lo, hi, x);
+      return v;
+    };
     while (std::getline(lines, line)) {
       ++n;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.empty()) continue;
       std::vector<std::string> f;
       std::stringstream ls(line);
@@ -127,14 +150,14 @@ std::vector<TimelineRecord> read_timeline(const std::string& path) {
       require(f.size() == 8, "{}:{}: expected 8 CSV fields (rank,sm,role,pass,stage,minibatch,start_ns,end_ns), got {}",
               path, n, f.size());
       TimelineRecord t;
-      t.rank = std::stoi(f[0]);
-      t.sm = std::stoi(f[1]);
+      t.rank = static_cast<int>(whole(f[0], "rank", 0, 1 << 20));
+      t.sm = static_cast<int>(whole(f[1], "sm", 0, 1 << 20));
       t.role = f[2];
       t.pass = parse_pass(f[3]);
       t.stage = parse_stage(f[4]);
-      t.minibatch = std::stoi(f[5]);
-      t.start_ns = std::stoll(f[6]);
-      t.end_ns = std::stoll(f[7]);
+      t.minibatch = static_cast<int>(whole(f[5], "minibatch", 0, 1 << 24));
+      t.start_ns = whole(f[6], "start_ns", -kMaxNs, kMaxNs);
+      t.end_ns = whole(f[7], "end_ns", -kMaxNs, kMaxNs);
       recs.push_back(t);
     }
   }

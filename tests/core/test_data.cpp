@@ -39,7 +39,12 @@ TEST(Generator, UniformAndNormalMoments) {
   EXPECT_NEAR(su / n, 0.5, 3.5e-3);
   EXPECT_NEAR(sn / n, 0.0, 1.2e-2);
   EXPECT_NEAR(sn2 / n, 1.0, 1.6e-2);
-  EXPECT_EQ(normal_at(1, 2, 3), normal_at(1, 2, 3));
+  // Pinned values (issue 9: this line compared normal_at(1, 2, 3) with itself, which cannot fail). The
+  // generator defines every input of the golden digests, so its values are part of the contract.
+  EXPECT_EQ(normal_at(1, 2, 3), 0x1.48a712p-3f);
+  EXPECT_EQ(normal_at(42, 9, 0), -0x1.06a544p+0f);
+  EXPECT_EQ(uniform_at(1, 2, 3), 0x1.a0e68ep-1f);
+  EXPECT_EQ(normal_with_key(stream_key(1, 2), 3), normal_at(1, 2, 3));
   EXPECT_NE(normal_at(1, 2, 3), normal_at(2, 2, 3));
   EXPECT_NE(normal_at(1, 2, 3), normal_at(1, 3, 3));
 }

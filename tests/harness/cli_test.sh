@@ -48,7 +48,7 @@ t=$(ls "$W"/traces/faulty-bitflip*R_2*.h5 | head -1)
 check 1 diff-flipped-runs "first mismatch: run 1, rank 1, token 5, column 3" -- "$CALICO" diff "$t"
 check 0 diff-flipped-tolerance "WITHIN TOLERANCE" -- "$CALICO" diff "$t" --tolerance ulp:1
 check 1 gate-order "d_w_down" -- "$CALICO" gate --backend faulty-order --baseline toy --preset tiny --tokens 16 \
-  --ranks 1,2 --dtype bf16 --runs 1 --report-dir "$W/reports" --name order --no-plots
+  --ranks 1,2 --dtype bf16 --runs 1 --report-dir "$W/reports" --trace-dir "$W/traces-order" --name order --no-plots
 check 0 gate-reference "gate PASSED" -- "$CALICO" gate --preset tiny --tokens 16 --ranks 1,2,4 --dtype bf16,mxfp8 \
   --runs 2 --report-dir "$W/reports" --name ref --no-plots
 check 2 gate-bad-backend "calico: error: --backend" -- "$CALICO" gate --backend nope --report-dir "$W/reports"

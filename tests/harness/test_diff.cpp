@@ -15,11 +15,18 @@ Tensor f32_tensor(std::vector<float> v, std::vector<int64_t> shape) {
 }
 
 TEST(Diff, EqualTensorsAreEqual) {
-  Tensor a = f32_tensor({1, 2, 3, 4}, {2, 2});
-  TensorDiff d = compare_tensors(a, a, {}, {2});
+  // Two tensors built separately (not one tensor diffed with itself, issue 9), and the negative control:
+  // the same comparison sees a one-bit change in the last element.
+  Tensor a = f32_tensor({1, 2, 3, 4}, {2, 2}), b = f32_tensor({1, 2, 3, 4}, {2, 2});
+  TensorDiff d = compare_tensors(a, b, {}, {2});
   EXPECT_TRUE(d.equal());
   EXPECT_EQ(d.mismatches, 0);
   EXPECT_EQ(d.elements, 4);
+  Tensor c = f32_tensor({1, 2, 3, bits_f32(f32_bits(4.0f) ^ 1u)}, {2, 2});
+  TensorDiff e = compare_tensors(a, c, {}, {2});
+  EXPECT_FALSE(e.equal());
+  EXPECT_EQ(e.mismatches, 1);
+  EXPECT_EQ(e.elements, 4);
 }
 
 TEST(Diff, LowestBitFlipIsOneUlpAtTheRightPlace) {
@@ -96,7 +103,9 @@ TEST(DiffTraces, ToyIsPartitionInvariantAcrossR) {
   EXPECT_TRUE(diff_within(r4).equal());
   // Same R: the partial sums are compared too.
   DiffReport same = diff_traces(r2, testing::toy_trace(2));
+  ASSERT_FALSE(same.tensors.empty());
   for (const auto& d : same.tensors) EXPECT_FALSE(d.skipped) << d.tensor;
+  EXPECT_TRUE(same.equal());
 }
 
 TEST(DiffTraces, BitflipIsFoundAtRunRankTokenColumn) {
@@ -116,11 +125,21 @@ TEST(DiffTraces, BitflipIsFoundAtRunRankTokenColumn) {
   EXPECT_EQ(bad, 1);
   // Against a clean R=1 trace the same element is found, located in B's (R=2) partition, and the other
   // way round in the R=1 partition.
+  // Each loop must find exactly one differing tensor (a loop over nothing would assert nothing, issue 9).
   const Trace clean = testing::toy_trace(1, 3);
+  int found_ab = 0, found_ba = 0;
   for (const auto& d : diff_traces(clean, t).tensors)
-    if (!d.equal()) EXPECT_EQ(d.location(), "run 2, rank 1, token 3, column 5");
+    if (!d.equal()) {
+      ++found_ab;
+      EXPECT_EQ(d.location(), "run 2, rank 1, token 3, column 5");
+    }
   for (const auto& d : diff_traces(t, clean).tensors)
-    if (!d.equal()) EXPECT_EQ(d.location(), "run 2, rank 0, token 11, column 5");
+    if (!d.equal()) {
+      ++found_ba;
+      EXPECT_EQ(d.location(), "run 2, rank 0, token 11, column 5");
+    }
+  EXPECT_EQ(found_ab, 1);
+  EXPECT_EQ(found_ba, 1);
 }
 
 TEST(DiffTraces, RankPartialReductionOrderShowsOnlyInDwDownAndOnlyForRAbove1) {
@@ -128,14 +147,17 @@ TEST(DiffTraces, RankPartialReductionOrderShowsOnlyInDwDownAndOnlyForRAbove1) {
   EXPECT_TRUE(diff_traces(clean, testing::toy_trace(1, 1, "faulty-order")).equal());  // R=1: canonical order
   DiffReport rep = diff_traces(clean, testing::toy_trace(4, 1, "faulty-order"));
   EXPECT_FALSE(rep.equal());
+  int d_w_down = 0;
   for (const auto& d : rep.tensors) {
     if (d.tensor == "d_w_down") {
+      ++d_w_down;
       EXPECT_GT(d.mismatches, 0);
       EXPECT_LE(d.max_ulp, 64u) << "a reordered fp32 sum differs in its last bits, not wildly";
     } else {
       EXPECT_TRUE(d.equal()) << d.tensor;
     }
   }
+  EXPECT_GE(d_w_down, 1) << "d_w_down was not compared at all";
 }
 
 }  // namespace

@@ -117,5 +117,34 @@ TEST(Gate, BackendErrorsAndBadMatrixFilesAreReported) {
   EXPECT_EQ(o.configs[0].ranks, 2);
 }
 
+// Issue 9: matrix numbers are checked (ranks 0 was a SIGFPE, 64.5 became 64, misspelt keys were ignored),
+// and a config that reaches run_gate with R = 0 is an error, not a division by zero.
+TEST(Gate, MatrixNumbersAndKeysAreChecked) {
+  testing::TempDir dir("gate-matrix");
+  GateOptions o = toy_gate(dir, "toy", "matrix");
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"configs": [{"backend": "toy", "ranks": 0}]})", "configs[0].ranks must be an integer in [1, 4096], got 0"},
+      {R"({"tokens": 64.5, "configs": [{"backend": "toy"}]})", "tokens must be an integer, got 64.5"},
+      {R"({"tokens": 33554432, "configs": [{"backend": "toy"}]})", "tokens must be an integer in [1, 16777216]"},
+      {R"({"configs": [{"backend": "toy", "rank": 2}]})", "unknown key 'rank'"},
+      {R"({"token": 16, "configs": [{"backend": "toy"}]})", "unknown key 'token'"},
+      {R"({"configs": [{"backend": "toy", "ranks": 4294967298}]})", "ranks must be an integer in"},
+  };
+  for (const auto& [text, want] : bad) {
+    std::ofstream(dir.file("m.json")) << text;
+    try {
+      load_matrix_file(dir.file("m.json"), o);
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+  GateOptions z = toy_gate(dir, "toy", "zero");
+  z.configs[1].ranks = 0;
+  GateResult r = run_gate(z);
+  EXPECT_FALSE(r.passed());
+  EXPECT_NE(r.entries[1].error.find("ranks must be in [1, 4096], got 0"), std::string::npos) << r.entries[1].error;
+}
+
 }  // namespace
 }  // namespace calico::harness

@@ -254,6 +254,30 @@ TEST(TraceLayout, RawHdf5ApiSeesTheDocumentedLayout) {
   H5Fclose(f);
 }
 
+// TRACE_FORMAT.md (issue 9): with I_s = 0 the shared-expert tensors are absent, not zero-sized.
+TEST(TraceLayout, NoSharedExpertMeansNoSharedExpertTensors) {
+  TempDir dir("no-shared");
+  RunRequest q = testing::small_request(2);
+  q.spec.shared_intermediate = 0;
+  auto b = make_backend("reference");
+  write_trace(dir.file("t.h5"), run_trace(*b, q, 1, "uniform"));
+  hid_t f = H5Fopen(dir.file("t.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  EXPECT_GT(H5Lexists(f, "/runs/run_000/rank_001/out", H5P_DEFAULT), 0);
+  for (const char* t : {"ws_gate", "ws_up", "ws_down", "d_ws_gate", "d_ws_up", "d_ws_down"})
+    for (const char* rank : {"rank_000", "rank_001"})
+      EXPECT_EQ(H5Lexists(f, fmt::format("/runs/run_000/{}/{}", rank, t).c_str(), H5P_DEFAULT), 0) << rank << "/" << t;
+  H5Fclose(f);
+  // ... and the same run with a shared expert has them (the check above can fail).
+  q.spec.shared_intermediate = 32;
+  write_trace(dir.file("s.h5"), run_trace(*b, q, 1, "uniform"));
+  f = H5Fopen(dir.file("s.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  EXPECT_GT(H5Lexists(f, "/runs/run_000/rank_001/ws_gate", H5P_DEFAULT), 0);
+  EXPECT_GT(H5Lexists(f, "/runs/run_000/rank_001/d_ws_down", H5P_DEFAULT), 0);
+  H5Fclose(f);
+}
+
 TEST(TraceLayout, H5dumpShowsTheDocumentedLayout) {
   TempDir dir("h5dump");
   write_trace(dir.file("t.h5"), toy_trace(2, 1));

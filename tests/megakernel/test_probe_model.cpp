@@ -263,5 +263,20 @@ TEST(ProbeRegression, SiluNaNIsCanonical) {
   EXPECT_EQ(f32_bits(calico_silu_grad(bits_f32(0x7F800000u))), 0x7FFFFFFFu);
 }
 
+// Regression (issue 9, UBSan): an exponent range entirely below the smallest subnormal (2^-149) shifted by a
+// negative amount; it now clamps to 2^-149, whose only pattern is the smallest subnormal (+-0x00000001).
+TEST(ProbeRegression, RandomF32BelowSubnormalRangeClamps) {
+  using gpu::probe::Rng;
+  using gpu::probe::random_f32;
+  Rng rng(7, 8, 9);
+  for (int i = 0; i < 1000; ++i) {
+    const int hi = -150 - i % 100;
+    EXPECT_EQ(random_f32(rng, hi - 20, hi) & 0x7FFFFFFFu, 0x00000001u) << hi;
+  }
+  for (int i = 0; i < 1000; ++i) {  // and above: clamped to 2^127 (exponent field 254)
+    EXPECT_EQ((random_f32(rng, 130, 200) >> 23) & 0xFFu, 254u);
+  }
+}
+
 }  // namespace
 }  // namespace calico

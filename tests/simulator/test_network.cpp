@@ -60,5 +60,13 @@ TEST(Network, PullLoadsThePeersEgress) {
   EXPECT_NEAR(net.rate(b), 2.0 / 3, 1e-12);
 }
 
+// Issue 9 (UBSan): a finish time beyond the int64 picosecond range saturates at kNever instead of
+// overflowing (huge bytes over a tiny rate, late in a long simulation).
+TEST(Network, FinishTimesSaturateInsteadOfOverflowing) {
+  Network net(2, 1e-12, 0.0);
+  net.add({0, false, 1e300, 1.0, to(2, 1)}, kNever / 2);
+  EXPECT_EQ(net.next_completion(), kNever);
+}
+
 }  // namespace
 }  // namespace calico::sim

@@ -30,6 +30,10 @@ struct RoutingSource {
 Routing make_routing(const LayerSpec& spec, int64_t tokens, const RoutingSource& source, uint64_t seed);
 // HDF5 routing trace: datasets /routing/topk_experts [tokens, K] int32 and /routing/router_weights [tokens, K]
 // float32. Written by write_routing_h5 and by calico run traces.
+// Limits checked before allocation: at most kMaxRoutingTokens rows, K <= kMaxRoutingTopK, and
+// kMaxRoutingEntries (tokens * K) entries; a dataset may not claim more data than its file can hold.
+constexpr uint64_t kMaxRoutingTokens = uint64_t{1} << 28, kMaxRoutingTopK = 1 << 16,
+                   kMaxRoutingEntries = uint64_t{1} << 28;
 Routing read_routing_h5(const std::string& path);
 void write_routing_h5(const std::string& path, const Routing& routing);
 

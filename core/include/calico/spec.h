@@ -30,6 +30,8 @@ struct LayerSpec {
   std::string describe() const;
 };
 
+constexpr double kMaxCapacityFactor = 4096.0;
+
 struct RunConfig {
   int ranks = 1;              // EP size R; rank r owns experts [r*E/R, (r+1)*E/R)
   int tokens_per_rank = 0;    // T
@@ -39,7 +41,8 @@ struct RunConfig {
   int comm_sms_backward = 16;
   Direction dispatch_forward = Direction::push, combine_forward = Direction::push;
   Direction dispatch_backward = Direction::push, combine_backward = Direction::push;
-  double capacity_factor = 0.0;  // rank buffer rows = ceil(factor * T * K); 0 = sized to fit the routing
+  double capacity_factor = 0.0;  // rank buffer rows = ceil(factor * T * K); 0 = sized to fit the routing;
+                                 // at most kMaxCapacityFactor (= the largest R: every token on one rank)
   uint64_t seed = 1;
 
   int64_t total_tokens() const { return static_cast<int64_t>(ranks) * tokens_per_rank; }
@@ -62,7 +65,11 @@ struct Routing {
 };
 
 // Presets (DESIGN 6) live as JSON files in data/presets/NAME.json.
-std::string data_dir();  // $CALICO_DATA_DIR, else the source tree's data/ folder
+// The data folder: $CALICO_DATA_DIR, else PREFIX/share/calico/data beside an installed binary
+// (PREFIX/bin/calico), else the source tree's data/ folder.
+std::string data_dir();
+// The helper scripts (plots): the scripts/ folder beside data_dir() (source and install trees alike).
+std::string scripts_dir();
 std::vector<std::string> preset_names();
 LayerSpec load_preset(const std::string& name);
 LayerSpec parse_layer_spec_json(const std::string& json_text, const std::string& origin);

@@ -163,6 +163,10 @@ struct GateConfig {
   std::string label() const;
 };
 
+// Documented limits of the gate (the CLI and --matrix files are held to the same ones).
+constexpr int64_t kMaxGateTokens = int64_t{1} << 24;  // global tokens R*T
+constexpr int kMaxGateRuns = 1000;
+
 struct GateOptions {
   std::string preset = "tiny";
   int64_t tokens = 64;  // global tokens R*T, the same for every config

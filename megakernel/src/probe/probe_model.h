@@ -37,8 +37,9 @@ class Rng {
 // A random fp32 bit pattern with exponent uniform in [elo, ehi] (clamped to [-149, 127]) and a random
 // fraction; below -126 a subnormal whose top bit sits at 2^e.
 inline uint32_t random_f32(Rng& rng, int elo, int ehi) {
-  if (elo < -149) elo = -149;
-  if (ehi > 127) ehi = 127;
+  // Both ends clamped (issue 9: an ehi below -149 gave e < -149 and a negative shift below).
+  elo = elo < -149 ? -149 : elo > 127 ? 127 : elo;
+  ehi = ehi < -149 ? -149 : ehi > 127 ? 127 : ehi;
   if (elo > ehi) elo = ehi;
   const int e = rng.uniform(elo, ehi);
   const uint32_t sign = rng.coin() ? 0x80000000u : 0u;

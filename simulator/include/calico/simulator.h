@@ -154,6 +154,10 @@ struct SimResult {
 };
 
 // Checks the run against the topology (ranks <= GPUs, comm SMs < SMs, minibatch divides nothing required).
+// Documented limits of a simulated run: tokens per rank and tokens over all ranks.
+constexpr int kMaxSimTokensPerRank = 1 << 20;
+constexpr int64_t kMaxSimTotalTokens = int64_t{1} << 24;
+constexpr int64_t kMaxSimMinibatches = 4096;  // per rank and pass
 void validate_run(const Topology& topo, const LayerSpec& spec, const RunConfig& config);
 SimResult simulate(const Topology& topo, const LayerSpec& spec, const RunConfig& config, const Traffic& traffic,
                    const SimOptions& options = {});
