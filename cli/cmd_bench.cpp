@@ -22,6 +22,7 @@ struct BenchOptions {
   uint64_t seed = 1;
   int iters = 20, warmup = 3;
   int comm_sms = 16;
+  int comm_sms_backward = 0;  // 0: as --comm-sms
   int ctas = 0;
   bool profile = false;
   std::string json;
@@ -37,7 +38,10 @@ int bench_command(const BenchOptions& o) {
   const LayerSpec spec = load_preset(o.preset);
   const Routing routing = make_routing(spec, o.tokens, RoutingSource::parse(o.routing), o.seed);
   gpu::MoeOptions mo;
-  mo.comm_ctas_forward = mo.comm_ctas_backward = o.comm_sms;
+  require(o.comm_sms_backward >= 0 && o.comm_sms_backward <= 1024,
+          "--comm-sms-backward must be in [0, 1024] (0 = as --comm-sms), got {}", o.comm_sms_backward);
+  mo.comm_ctas_forward = o.comm_sms;
+  mo.comm_ctas_backward = o.comm_sms_backward > 0 ? o.comm_sms_backward : o.comm_sms;
   mo.ctas = o.ctas;
   mo.profile = o.profile;
   gpu::MoeLayer layer(spec, o.tokens, mo);
@@ -63,6 +67,7 @@ int bench_command(const BenchOptions& o) {
     j["tokens"] = o.tokens;
     j["routing"] = o.routing;
     j["comm_sms"] = o.comm_sms;
+    j["comm_sms_backward"] = mo.comm_ctas_backward;
     j["iters"] = o.iters;
     j["forward_ms"] = fwd;
     j["forward_backward_ms"] = fwd_bwd;
@@ -84,7 +89,11 @@ Registrar bench("bench", "Time the megakernel layer (forward, forward + backward
   sub.add_option("--seed", o->seed, "Seed of routing and inputs")->check(unsigned_value())->capture_default_str();
   sub.add_option("--iters", o->iters, "Timed iterations (the median is reported)")->capture_default_str();
   sub.add_option("--warmup", o->warmup, "Untimed forward + backward iterations first")->capture_default_str();
-  sub.add_option("--comm-sms", o->comm_sms, "Data-movement CTAs per pass")->capture_default_str();
+  sub.add_option("--comm-sms", o->comm_sms, "Data-movement CTAs of the forward (and backward) launch, in [1, 1024]")
+      ->capture_default_str();
+  sub.add_option("--comm-sms-backward", o->comm_sms_backward,
+                 "Data-movement CTAs of the backward launch, in [0, 1024] (0 = as --comm-sms)")
+      ->capture_default_str();
   sub.add_option("--ctas", o->ctas, "CTAs per launch (0 = every SM)")->capture_default_str();
   sub.add_option("--json", o->json, "Also write the result as JSON here");
   sub.add_flag("--profile", o->profile, "Also print where the SM cycles went (waits per stage, main loops, epilogues)");

@@ -14,7 +14,8 @@ status=0
 : > "$OUT/bench.jsonl"
 for row in "qwen3-30b-a3b 16384" "deepseek-v3-routed 8192"; do
   set -- $row
-  "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --json "$OUT/bench-row.json" || status=1
+  "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --comm-sms "${COMM_FWD:-32}" \
+    --comm-sms-backward "${COMM_BWD:-16}" --json "$OUT/bench-row.json" || status=1
   [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
   python3 bench/torch_moe_baseline.py --preset "$1" --tokens "$2" --iters "$ITERS" --json "$OUT/bench-row.json" || status=1
   [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
