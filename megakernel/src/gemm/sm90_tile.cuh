@@ -79,6 +79,13 @@ struct GemmSmem {
   int task_slot[4];
 };
 
+// The GemmSmem inside a launch's dynamic shared memory. NOTE: the 128-byte swizzle needs 1024-byte aligned
+// stages; launches ask for sizeof(GemmSmem) + 1 KB of slack.
+__device__ __forceinline__ GemmSmem& gemm_smem(uint8_t* raw) {
+  const uint32_t addr = smem_addr(raw);
+  return *reinterpret_cast<GemmSmem*>(raw + ((1024 - (addr & 1023)) & 1023));
+}
+
 struct PipeState {
   int stage = 0;
   uint32_t phase = 0;

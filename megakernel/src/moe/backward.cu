@@ -368,11 +368,6 @@ __device__ void backward_comm(const BackwardParams& p, const BwdPlan& plan, Gemm
   backward_tail(p, plan, threadIdx.x, kThreads, s.task_slot, [] { __syncthreads(); });
 }
 
-__device__ __forceinline__ GemmSmem& gemm_smem(uint8_t* raw) {
-  const uint32_t addr = smem_addr(raw);
-  return *reinterpret_cast<GemmSmem*>(raw + ((1024 - (addr & 1023)) & 1023));
-}
-
 __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_constant__ BackwardParams p) {
 #if CALICO_MK_SM90
   extern __shared__ uint8_t smem_raw[];

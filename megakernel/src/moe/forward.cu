@@ -219,12 +219,6 @@ __device__ void forward_comm(const ForwardParams& p, const FwdPlan& plan, GemmSm
   forward_tail(p, plan, threadIdx.x, kThreads, s.task_slot, [] { __syncthreads(); });
 }
 
-__device__ __forceinline__ GemmSmem& gemm_smem(uint8_t* raw) {
-  // NOTE: the 128-byte swizzle needs 1024-byte aligned stages; the launch asks for 1 KB of slack.
-  const uint32_t addr = smem_addr(raw);
-  return *reinterpret_cast<GemmSmem*>(raw + ((1024 - (addr & 1023)) & 1023));
-}
-
 __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_constant__ ForwardParams p) {
 #if CALICO_MK_SM90
   extern __shared__ uint8_t smem_raw[];
