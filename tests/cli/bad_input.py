@@ -136,7 +136,12 @@ def main():
         for name in os.listdir(shared):
             shutil.copy(os.path.join(shared, name), case)
         pid = None
-        with subprocess.Popen([calico] + args, cwd=case, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # NOTE: each case gets its own TMPDIR, so a gate folder another (concurrent) test left behind under
+        # a recycled PID cannot be taken for this case's.
+        case_tmp = os.path.join(case, "tmp")
+        os.makedirs(case_tmp, exist_ok=True)
+        case_env = dict(env, TMPDIR=case_tmp)
+        with subprocess.Popen([calico] + args, cwd=case, env=case_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True) as p:
             pid = p.pid
             try:
@@ -165,7 +170,7 @@ def main():
             there = os.path.exists(os.path.join(case, name))
             if (kind == "exists") != there:
                 problems.append(f"{name} should {'exist' if kind == 'exists' else 'not exist'}")
-        gate_dir = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"calico-gate-{pid}")
+        gate_dir = os.path.join(case_tmp, f"calico-gate-{pid}")
         if pid and os.path.exists(gate_dir):  # a gate's temporary trace folder must not outlive it
             problems.append(f"left {gate_dir}")
             shutil.rmtree(gate_dir, ignore_errors=True)
