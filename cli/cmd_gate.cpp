@@ -55,7 +55,8 @@ calico::cli::Registrar gate_cmd("gate", "Run the determinism gate over a matrix 
       "\"minibatch\",\n"
       "\"comm_sms\", \"threads\", \"dispatch\", \"combine\"}]}. Reports: REPORT_DIR/gate-NAME.{json,md,html,*.png}.\n"
       "Exit status: 0 all identical (or within --tolerance), 1 any difference or backend error, 2 bad input.");
-  app.add_option("--backend", o->backends, "comma-separated backends (default: reference [+ megakernel])");
+  app.add_option("--backend,--backends", o->backends,
+                 "comma-separated backends, e.g. reference,megakernel (default: reference [+ megakernel with a GPU])");
   app.add_option("--baseline", o->baseline, "backend every config is compared with")->capture_default_str();
   app.add_option("--preset", o->preset, "model preset (calico info lists them)")->capture_default_str();
   app.add_option("--tokens", o->tokens, "global tokens R*T in [1, 2^24], the same for every config")->capture_default_str();
