@@ -8,6 +8,7 @@
 
 #include "calico/numerics.h"
 #include "model_gemm.h"
+#include "profile.h"
 
 namespace calico::ref::detail {
 
@@ -102,10 +103,10 @@ void ffn_forward(const LayerSpec& spec, int inter, int64_t n, const uint16_t* X,
   saved.x.assign(X, X + n * H);
   if (n == 0) return;
   std::vector<float> acc(static_cast<size_t>(n * I), 0.0f);
-  gemm(spec, n, I, H, X, Wg, acc.data());
+  { ProfileScope p("fwd gemm gate", 2.0 * n * I * H); gemm(spec, n, I, H, X, Wg, acc.data()); }
   saved.g = round_all(acc);
   std::fill(acc.begin(), acc.end(), 0.0f);
-  gemm(spec, n, I, H, X, Wu, acc.data());
+  { ProfileScope p("fwd gemm up", 2.0 * n * I * H); gemm(spec, n, I, H, X, Wu, acc.data()); }
   saved.u = round_all(acc);
   saved.h.resize(static_cast<size_t>(n * I));
 #pragma omp parallel for schedule(static) if (n * I >= kParallelMin)
@@ -114,7 +115,7 @@ void ffn_forward(const LayerSpec& spec, int inter, int64_t n, const uint16_t* X,
     saved.h[i] = f32_to_bf16(calico_silu(g) * u);
   }
   std::vector<float> out(static_cast<size_t>(n * H), 0.0f);
-  gemm(spec, n, H, I, saved.h.data(), Wd, out.data());
+  { ProfileScope p("fwd gemm down", 2.0 * n * I * H); gemm(spec, n, H, I, saved.h.data(), Wd, out.data()); }
 #pragma omp parallel for schedule(static) if (n * H >= kParallelMin)
   for (int64_t i = 0; i < n * H; ++i) y[i] = f32_to_bf16(out[i]);
 }
@@ -126,7 +127,12 @@ void ffn_backward(const LayerSpec& spec, int inter, const FfnSaved& saved, const
   // d_h = bf16(gemm(d_y, Wd^T)), contraction over H.
   std::vector<float> acc(static_cast<size_t>(n * I), 0.0f);
   {
-    const auto wdT = transpose(Wd, H, I, I);  // [I,H]
+    std::vector<uint16_t> wdT;
+    {
+      ProfileScope p0("bwd transpose Wd");
+      wdT = transpose(Wd, H, I, I);  // [I,H]
+    }
+    ProfileScope p("bwd gemm d_h", 2.0 * n * I * H);
     gemm(spec, n, I, H, d_y, wdT.data(), acc.data());
   }
   // [d_g | d_u] per row, from the saved bf16 g, u (SwiGLU gradient in fp32, clamp masks).
@@ -146,11 +152,16 @@ void ffn_backward(const LayerSpec& spec, int inter, const FfnSaved& saved, const
   }
   // d_x = bf16(gemm([d_g | d_u], [Wg^T | Wu^T])): one chain over the 2I concatenated columns.
   {
-    std::vector<uint16_t> wgu(static_cast<size_t>(2 * I * H));  // [Wg; Wu] = [2I, H]
-    std::memcpy(wgu.data(), Wg, sizeof(uint16_t) * I * H);
-    std::memcpy(wgu.data() + I * H, Wu, sizeof(uint16_t) * I * H);
-    const auto wguT = transpose(wgu.data(), 2 * I, H, H);  // [H, 2I]
+    std::vector<uint16_t> wguT;
+    {
+      ProfileScope p0("bwd concat+transpose Wg|Wu");
+      std::vector<uint16_t> wgu(static_cast<size_t>(2 * I * H));  // [Wg; Wu] = [2I, H]
+      std::memcpy(wgu.data(), Wg, sizeof(uint16_t) * I * H);
+      std::memcpy(wgu.data() + I * H, Wu, sizeof(uint16_t) * I * H);
+      wguT = transpose(wgu.data(), 2 * I, H, H);  // [H, 2I]
+    }
     std::vector<float> dx(static_cast<size_t>(n * H), 0.0f);
+    ProfileScope p("bwd gemm d_x", 4.0 * n * I * H);
     gemm(spec, n, H, 2 * I, dgu.data(), wguT.data(), dx.data());
 #pragma omp parallel for schedule(static) if (n * H >= kParallelMin)
     for (int64_t i = 0; i < n * H; ++i) d_x[i] = f32_to_bf16(dx[i]);
@@ -159,13 +170,14 @@ void ffn_backward(const LayerSpec& spec, int inter, const FfnSaved& saved, const
   {
     const auto dyT = transpose(d_y, n, H, H);             // [H, n]
     const auto hT = transpose(saved.h.data(), n, I, I);   // [I, n]
+    ProfileScope p("bwd gemm dW_down", 2.0 * n * I * H);
     gemm(spec, H, I, n, dyT.data(), hT.data(), dWd);
   }
   const auto xT = transpose(saved.x.data(), n, H, H);     // [H, n]
   const auto dgT = transpose(dgu.data(), n, I, 2 * I);    // [I, n]
-  gemm(spec, I, H, n, dgT.data(), xT.data(), dWg);
+  { ProfileScope p("bwd gemm dW_gate", 2.0 * n * I * H); gemm(spec, I, H, n, dgT.data(), xT.data(), dWg); }
   const auto duT = transpose(dgu.data() + I, n, I, 2 * I);
-  gemm(spec, I, H, n, duT.data(), xT.data(), dWu);
+  { ProfileScope p("bwd gemm dW_up", 2.0 * n * I * H); gemm(spec, I, H, n, duT.data(), xT.data(), dWu); }
 }
 
 }  // namespace calico::ref::detail
