@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
@@ -83,41 +84,46 @@ int32_t exponent_code(uint16_t v) {
 }
 
 // A packed per micro-tile as [m_block][k][kMr] (value as fp32, exponent code), zero-padded in m and k.
-// B packed per panel as [panel][k][kNr], zero-padded in n and k.
+// B packed per panel as [panel][k][kNr], zero-padded in n and k. Storage is not initialised: pack_block
+// writes every entry of its block (padding included), so no serial zero-fill precedes the parallel pack.
 struct Packed {
-  std::vector<float> val;
-  std::vector<int16_t> exp;  // int16 so the exponent pass works on 32 lanes at once
+  float* val = nullptr;
+  int16_t* exp = nullptr;  // int16 so the exponent pass works on 32 lanes at once
 };
 
-Packed pack(const uint16_t* X, int64_t rows, int64_t ld, int64_t K, int64_t Kp, int width) {
-  const int64_t blocks = (rows + width - 1) / width;
-  Packed p;
-  p.val.assign(static_cast<size_t>(blocks * Kp * width), 0.0f);
-  p.exp.assign(static_cast<size_t>(blocks * Kp * width), kZeroCode);
-#pragma omp parallel for schedule(static)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
+// Block blk (rows blk*width ..) of operand X [rows, K], padded to Kp.
+void pack_block(const GemmOperand& X, int64_t rows, int64_t K, int64_t Kp, int width, int64_t blk, Packed p) {
+  const int live = static_cast<int>(std::clamp<int64_t>(rows - blk * width, 0, width));
+  float* val = p.val + blk * Kp * width;
+  int16_t* exp = p.exp + blk * Kp * width;
+  for (int64_t k = 0; k < Kp; ++k) {
     for (int r = 0; r < width; ++r) {
-      const int64_t row = blk * width + r;
-      if (row >= rows) break;
-      for (int64_t k = 0; k < K; ++k) {
-        const uint16_t v = X[row * ld + k];
-        const size_t idx = static_cast<size_t>((blk * Kp + k) * width + r);
-        p.val[idx] = bf16_to_f32(v);
-        p.exp[idx] = static_cast<int16_t>(exponent_code(v));
+      const size_t idx = static_cast<size_t>(k * width + r);
+      if (r < live && k < K) {
+        const uint16_t v = X.at(blk * width + r, k);
+        val[idx] = bf16_to_f32(v);
+        exp[idx] = static_cast<int16_t>(exponent_code(v));
+      } else {
+        val[idx] = 0.0f;
+        exp[idx] = static_cast<int16_t>(kZeroCode);
       }
     }
   }
-  return p;
 }
 
 struct GemmArgs {
   MmaModel model;
   int64_t M, N, K;
-  const uint16_t* A;
-  int64_t lda;
-  const uint16_t* B;
-  int64_t ldb;
+  GemmOperand A, B;
 };
+
+// The scalar step of element (m, n) at k0 from the operands (the redo path of the vector kernels).
+float scalar_step_at(const GemmArgs& g, int64_t m, int64_t n, int64_t k0, float acc) {
+  uint16_t a[16] = {}, b[16] = {};
+  const int64_t len = std::min<int64_t>(16, g.K - k0);
+  for (int64_t i = 0; i < len; ++i) a[i] = g.A.at(m, k0 + i), b[i] = g.B.at(n, k0 + i);
+  return mma_step_bf16(a, b, acc, g.model);
+}
 
 }  // namespace
 
@@ -201,7 +207,7 @@ inline void micro_step(const GemmArgs& g, const float* ap, const int16_t* ae, co
         for (int lane = 0; lane < 16; ++lane) {
           const int64_t n = n0 + v * 16 + lane;
           if (!((redo[r][v] >> lane) & 1) || m >= g.M || n >= g.N) continue;
-          new_lanes[lane] = scalar_step(g.model, g.K, g.A + m * g.lda, g.B + n * g.ldb, k0, old_lanes[lane]);
+          new_lanes[lane] = scalar_step_at(g, m, n, k0, old_lanes[lane]);
         }
         out = _mm512_load_ps(new_lanes);
       }
@@ -312,7 +318,7 @@ inline void micro_step(const GemmArgs& g, const float* ap, const int16_t* ae, co
         for (int lane = 0; lane < 8; ++lane) {
           const int64_t n = n0 + v * 8 + lane;
           if (!((redo[r][v] >> lane) & 1) || m >= g.M || n >= g.N) continue;
-          new_lanes[lane] = scalar_step(g.model, g.K, g.A + m * g.lda, g.B + n * g.ldb, k0, old_lanes[lane]);
+          new_lanes[lane] = scalar_step_at(g, m, n, k0, old_lanes[lane]);
         }
         out = _mm256_load_ps(new_lanes);
       }
@@ -341,45 +347,145 @@ struct Lanes {
 
 #if defined(CALICO_MODEL_GEMM_AVX512) || defined(CALICO_MODEL_GEMM_AVX2)
 
-// One blocked driver for both widths: C tiles loaded once, the K chain run in K blocks by micro_step, stored.
-void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
-                     const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
-  const MmaModelParams p = mma_model_params(model);
-  if (p.L != 16 || p.F != 25 || p.out_fraction_bits != 23 || M <= 0 || N <= 0 || K <= 0) {
-    model_gemm_bf16_scalar(model, M, N, K, A, lda, B, ldb, C, ldc);
-    return;
-  }
-  const int64_t Kp = (K + 15) / 16 * 16;
-  const Packed pa = pack(A, M, lda, K, Kp, kMr);
-  const Packed pb = pack(B, N, ldb, K, Kp, kNr);
-  const GemmArgs g{model, M, N, K, A, lda, B, ldb};
-  const int64_t m_tiles = (M + kMc - 1) / kMc, n_panels = (N + kNr - 1) / kNr;
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int64_t mt = 0; mt < m_tiles; ++mt) {
-    for (int64_t np = 0; np < n_panels; ++np) {
-      const int64_t n0 = np * kNr;
-      const Lanes::Mask lane_mask[2] = {Lanes::column_mask(N, n0, 0), Lanes::column_mask(N, n0, 1)};
-      const int64_t m_end = std::min<int64_t>(M, (mt + 1) * kMc);
-      for (int64_t kb = 0; kb < Kp; kb += kKc) {
-        const int64_t kb_end = std::min<int64_t>(Kp, kb + kKc);
-        for (int64_t m0 = mt * kMc; m0 < m_end; m0 += kMr) {
-          Lanes::Vec acc[kMr][2];
-          for (int r = 0; r < kMr; ++r)
-            for (int v = 0; v < 2; ++v)
-              acc[r][v] = m0 + r < M ? Lanes::load(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v])
-                                     : Lanes::zero();
-          const int64_t mb = m0 / kMr;
-          for (int64_t k0 = kb; k0 < kb_end; k0 += 16) {
-            micro_step(g, pa.val.data() + (mb * Kp + k0) * kMr, pa.exp.data() + (mb * Kp + k0) * kMr,
-                       pb.val.data() + (np * Kp + k0) * kNr, pb.exp.data() + (np * Kp + k0) * kNr, m0, n0, k0, acc);
-          }
-          for (int r = 0; r < kMr; ++r)
-            for (int v = 0; v < 2; ++v)
-              if (m0 + r < M) Lanes::store(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v], acc[r][v]);
-        }
+namespace {
+
+constexpr int64_t kPackBudget = int64_t{1} << 30;  // packed bytes per group of jobs
+
+int64_t packed_elems(int64_t rows, int64_t Kp, int width) { return (rows + width - 1) / width * Kp * width; }
+
+// One output tile (rows mt*kMc .., columns np*kNr ..) of job g over its whole K chain: C loaded once per K
+// block, the chain run in K order by micro_step, stored.
+void run_tile(const GemmArgs& g, const Packed& pa, const Packed& pb, float* C, int64_t ldc, int64_t mt, int64_t np) {
+  const int64_t M = g.M, N = g.N, Kp = (g.K + 15) / 16 * 16;
+  const int64_t n0 = np * kNr;
+  const Lanes::Mask lane_mask[2] = {Lanes::column_mask(N, n0, 0), Lanes::column_mask(N, n0, 1)};
+  const int64_t m_end = std::min<int64_t>(M, (mt + 1) * kMc);
+  for (int64_t kb = 0; kb < Kp; kb += kKc) {
+    const int64_t kb_end = std::min<int64_t>(Kp, kb + kKc);
+    for (int64_t m0 = mt * kMc; m0 < m_end; m0 += kMr) {
+      Lanes::Vec acc[kMr][2];
+      for (int r = 0; r < kMr; ++r)
+        for (int v = 0; v < 2; ++v)
+          acc[r][v] = m0 + r < M ? Lanes::load(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v])
+                                 : Lanes::zero();
+      const int64_t mb = m0 / kMr;
+      for (int64_t k0 = kb; k0 < kb_end; k0 += 16) {
+        micro_step(g, pa.val + (mb * Kp + k0) * kMr, pa.exp + (mb * Kp + k0) * kMr, pb.val + (np * Kp + k0) * kNr,
+                   pb.exp + (np * Kp + k0) * kNr, m0, n0, k0, acc);
       }
+      for (int r = 0; r < kMr; ++r)
+        for (int v = 0; v < 2; ++v)
+          if (m0 + r < M) Lanes::store(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v], acc[r][v]);
     }
   }
+}
+
+// An operand to pack: identical (operand, rows, K, width) tuples share one packing.
+struct PackKey {
+  GemmOperand op;
+  int64_t rows, K;
+  int width;
+  bool same(const GemmOperand& o, int64_t r, int64_t k, int w) const {
+    return op.p == o.p && op.p2 == o.p2 && op.row_stride == o.row_stride && op.k_stride == o.k_stride &&
+           op.k_split == o.k_split && rows == r && K == k && width == w;
+  }
+};
+
+// The jobs of one group: packs every distinct operand (one parallel loop over all blocks), then one
+// parallel loop over every (job, row tile, column panel) item.
+void run_group(MmaModel model, const GemmJob* jobs, size_t count) {
+  std::vector<PackKey> keys;
+  std::vector<size_t> a_key(count), b_key(count);
+  auto key_of = [&](const GemmOperand& op, int64_t rows, int64_t K, int width) {
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i].same(op, rows, K, width)) return i;
+    keys.push_back({op, rows, K, width});
+    return keys.size() - 1;
+  };
+  for (size_t j = 0; j < count; ++j) {
+    a_key[j] = key_of(jobs[j].A, jobs[j].M, jobs[j].K, kMr);
+    b_key[j] = key_of(jobs[j].B, jobs[j].N, jobs[j].K, kNr);
+  }
+  std::vector<int64_t> offset(keys.size() + 1, 0);
+  struct Block {
+    size_t key;
+    int64_t blk;
+  };
+  std::vector<Block> blocks;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const int64_t Kp = (keys[i].K + 15) / 16 * 16;
+    offset[i + 1] = offset[i] + packed_elems(keys[i].rows, Kp, keys[i].width);
+    for (int64_t b = 0; b < (keys[i].rows + keys[i].width - 1) / keys[i].width; ++b) blocks.push_back({i, b});
+  }
+  const std::unique_ptr<float[]> val(new float[static_cast<size_t>(offset.back())]);
+  const std::unique_ptr<int16_t[]> exp(new int16_t[static_cast<size_t>(offset.back())]);
+  auto packed = [&](size_t key) { return Packed{val.get() + offset[key], exp.get() + offset[key]}; };
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int64_t i = 0; i < static_cast<int64_t>(blocks.size()); ++i) {
+    const PackKey& k = keys[blocks[i].key];
+    pack_block(k.op, k.rows, k.K, (k.K + 15) / 16 * 16, k.width, blocks[i].blk, packed(blocks[i].key));
+  }
+  struct Item {
+    size_t job;
+    int64_t mt, np;
+  };
+  std::vector<Item> items;
+  for (size_t j = 0; j < count; ++j)
+    for (int64_t mt = 0; mt < (jobs[j].M + kMc - 1) / kMc; ++mt)
+      for (int64_t np = 0; np < (jobs[j].N + kNr - 1) / kNr; ++np) items.push_back({j, mt, np});
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t i = 0; i < static_cast<int64_t>(items.size()); ++i) {
+    const GemmJob& job = jobs[items[i].job];
+    const GemmArgs g{model, job.M, job.N, job.K, job.A, job.B};
+    run_tile(g, packed(a_key[items[i].job]), packed(b_key[items[i].job]), job.C, job.ldc, items[i].mt, items[i].np);
+  }
+}
+
+// A job through the specification: its operands copied to row-major [M,K] and [N,K] first.
+void scalar_job(MmaModel model, const GemmJob& j) {
+  std::vector<uint16_t> a(static_cast<size_t>(j.M * j.K)), b(static_cast<size_t>(j.N * j.K));
+  for (int64_t m = 0; m < j.M; ++m)
+    for (int64_t k = 0; k < j.K; ++k) a[m * j.K + k] = j.A.at(m, k);
+  for (int64_t n = 0; n < j.N; ++n)
+    for (int64_t k = 0; k < j.K; ++k) b[n * j.K + k] = j.B.at(n, k);
+  model_gemm_bf16_scalar(model, j.M, j.N, j.K, a.data(), j.K, b.data(), j.K, j.C, j.ldc);
+}
+
+}  // namespace
+
+void model_gemm_bf16_batch(MmaModel model, const std::vector<GemmJob>& all) {
+  std::vector<GemmJob> jobs;
+  for (const GemmJob& j : all)
+    if (j.M > 0 && j.N > 0 && j.K > 0) jobs.push_back(j);  // an empty chain leaves C as it is
+  if (jobs.empty()) return;
+  const MmaModelParams p = mma_model_params(model);
+  if (p.L != 16 || p.F != 25 || p.out_fraction_bits != 23) {
+    for (const GemmJob& j : jobs) scalar_job(model, j);
+    return;
+  }
+  // Groups of consecutive jobs whose packed operands (counted without sharing) stay within the budget.
+  size_t begin = 0;
+  while (begin < jobs.size()) {
+    size_t end = begin;
+    int64_t bytes = 0;
+    while (end < jobs.size()) {
+      const GemmJob& j = jobs[end];
+      const int64_t Kp = (j.K + 15) / 16 * 16;
+      const int64_t b = 6 * (packed_elems(j.M, Kp, kMr) + packed_elems(j.N, Kp, kNr));
+      if (end > begin && bytes + b > kPackBudget) break;
+      bytes += b;
+      ++end;
+    }
+    run_group(model, jobs.data() + begin, end - begin);
+    begin = end;
+  }
+}
+
+void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                     const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
+  GemmJob j;
+  j.M = M, j.N = N, j.K = K, j.A = {A, lda, 1}, j.B = {B, ldb, 1}, j.C = C, j.ldc = ldc;
+  model_gemm_bf16_batch(model, {j});
 }
 
 #else  // neither AVX-512 nor AVX2: the specification itself
@@ -387,6 +493,18 @@ void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint
 void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                      const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
   model_gemm_bf16_scalar(model, M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+void model_gemm_bf16_batch(MmaModel model, const std::vector<GemmJob>& jobs) {
+  for (const GemmJob& j : jobs) {
+    if (j.M <= 0 || j.N <= 0 || j.K <= 0) continue;
+    std::vector<uint16_t> a(static_cast<size_t>(j.M * j.K)), b(static_cast<size_t>(j.N * j.K));
+    for (int64_t m = 0; m < j.M; ++m)
+      for (int64_t k = 0; k < j.K; ++k) a[m * j.K + k] = j.A.at(m, k);
+    for (int64_t n = 0; n < j.N; ++n)
+      for (int64_t k = 0; k < j.K; ++k) b[n * j.K + k] = j.B.at(n, k);
+    model_gemm_bf16_scalar(model, j.M, j.N, j.K, a.data(), j.K, b.data(), j.K, j.C, j.ldc);
+  }
 }
 
 #endif
