@@ -22,6 +22,8 @@
 // depend on the thread count.
 #include "model_gemm.h"
 
+#include "profile.h"
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -76,13 +78,6 @@ constexpr int32_t kZeroCode = -4000;     // exponent code of a zero operand: zer
 constexpr int32_t kNonFiniteCode = 8000; // NaN/inf operand: any product involving it lands above 121
 constexpr int kSafeLow = -101, kSafeHigh = 121;
 
-int32_t exponent_code(uint16_t v) {
-  const int field = (v >> 7) & 0xFF;
-  if (field == 0xFF) return kNonFiniteCode;
-  if (field == 0) return (v & 0x7F) == 0 ? kZeroCode : -126;
-  return field - 127;
-}
-
 // A packed per micro-tile as [m_block][k][kMr] (value as fp32, exponent code), zero-padded in m and k.
 // B packed per panel as [panel][k][kNr], zero-padded in n and k. Storage is not initialised: pack_block
 // writes every entry of its block (padding included), so no serial zero-fill precedes the parallel pack.
@@ -91,22 +86,57 @@ struct Packed {
   int16_t* exp = nullptr;  // int16 so the exponent pass works on 32 lanes at once
 };
 
-// Block blk (rows blk*width ..) of operand X [rows, K], padded to Kp.
-void pack_block(const GemmOperand& X, int64_t rows, int64_t K, int64_t Kp, int width, int64_t blk, Packed p) {
-  const int live = static_cast<int>(std::clamp<int64_t>(rows - blk * width, 0, width));
-  float* val = p.val + blk * Kp * width;
-  int16_t* exp = p.exp + blk * Kp * width;
-  for (int64_t k = 0; k < Kp; ++k) {
-    for (int r = 0; r < width; ++r) {
-      const size_t idx = static_cast<size_t>(k * width + r);
-      if (r < live && k < K) {
-        const uint16_t v = X.at(blk * width + r, k);
-        val[idx] = bf16_to_f32(v);
-        exp[idx] = static_cast<int16_t>(exponent_code(v));
-      } else {
-        val[idx] = 0.0f;
-        exp[idx] = static_cast<int16_t>(kZeroCode);
+inline float pack_value(uint16_t v) { return bf16_to_f32(v); }
+// Exponent code of an operand (zero -> kZeroCode, NaN/inf -> kNonFiniteCode, subnormal -> -126), written
+// as selects so the pack loops vectorise.
+inline int16_t pack_code(uint16_t v) {
+  const int field = (v >> 7) & 0xFF;
+  const int sub = (v & 0x7F) == 0 ? kZeroCode : -126;
+  return static_cast<int16_t>(field == 0xFF ? kNonFiniteCode : (field == 0 ? sub : field - 127));
+}
+
+// Blocks [b0, b1) (rows blk*width ..) of operand X [rows, K], k in [k0, k1) of the padding to Kp: every entry
+// written, padding (rows >= rows, k >= K) as a zero operand. Row-contiguous operands are read along k;
+// transposed ones (row_stride 1) along the rows of all blocks of the range at once, one k at a time.
+void pack_range(const GemmOperand& X, int64_t rows, int64_t K, int64_t Kp, int width, int64_t b0, int64_t b1,
+                int64_t k0, int64_t k1, Packed p) {
+  const int64_t kend = std::min(k1, K);
+  if (X.row_stride == 1 && X.k_stride != 1) {
+    for (int64_t k = k0; k < kend; ++k) {
+      const uint16_t* src = k < X.k_split ? X.p + k * X.k_stride : X.p2 + (k - X.k_split) * X.k_stride;
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int live = static_cast<int>(std::clamp<int64_t>(rows - blk * width, 0, width));
+        float* val = p.val + (blk * Kp + k) * width;
+        int16_t* exp = p.exp + (blk * Kp + k) * width;
+        const uint16_t* s = src + blk * width;
+        for (int r = 0; r < live; ++r) val[r] = pack_value(s[r]), exp[r] = pack_code(s[r]);
       }
+    }
+  } else {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int live = static_cast<int>(std::clamp<int64_t>(rows - blk * width, 0, width));
+      float* val = p.val + blk * Kp * width;
+      int16_t* exp = p.exp + blk * Kp * width;
+      for (int r = 0; r < live; ++r) {
+        const int64_t row = blk * width + r;
+        if (X.k_stride == 1 && X.k_split >= kend) {
+          const uint16_t* src = X.p + row * X.row_stride;
+          for (int64_t k = k0; k < kend; ++k) val[k * width + r] = pack_value(src[k]), exp[k * width + r] = pack_code(src[k]);
+        } else {
+          for (int64_t k = k0; k < kend; ++k) {
+            const uint16_t v = X.at(row, k);
+            val[k * width + r] = pack_value(v), exp[k * width + r] = pack_code(v);
+          }
+        }
+      }
+    }
+  }
+  for (int64_t blk = b0; blk < b1; ++blk) {  // padding
+    const int live = static_cast<int>(std::clamp<int64_t>(rows - blk * width, 0, width));
+    for (int64_t k = k0; k < k1; ++k) {
+      float* val = p.val + (blk * Kp + k) * width;
+      int16_t* exp = p.exp + (blk * Kp + k) * width;
+      for (int r = k < K ? live : 0; r < width; ++r) val[r] = 0.0f, exp[r] = static_cast<int16_t>(kZeroCode);
     }
   }
 }
@@ -407,23 +437,34 @@ void run_group(MmaModel model, const GemmJob* jobs, size_t count) {
     b_key[j] = key_of(jobs[j].B, jobs[j].N, jobs[j].K, kNr);
   }
   std::vector<int64_t> offset(keys.size() + 1, 0);
-  struct Block {
+  // Pack work: one block and all of K for row-contiguous operands; for transposed ones (row_stride 1) 256
+  // rows by 256 k, so each source row segment read is long and each k's page is touched once per range.
+  struct PackItem {
     size_t key;
-    int64_t blk;
+    int64_t b0, b1, k0, k1;
   };
-  std::vector<Block> blocks;
+  std::vector<PackItem> pack_items;
   for (size_t i = 0; i < keys.size(); ++i) {
-    const int64_t Kp = (keys[i].K + 15) / 16 * 16;
-    offset[i + 1] = offset[i] + packed_elems(keys[i].rows, Kp, keys[i].width);
-    for (int64_t b = 0; b < (keys[i].rows + keys[i].width - 1) / keys[i].width; ++b) blocks.push_back({i, b});
+    const PackKey& k = keys[i];
+    const int64_t Kp = (k.K + 15) / 16 * 16, blocks = (k.rows + k.width - 1) / k.width;
+    offset[i + 1] = offset[i] + packed_elems(k.rows, Kp, k.width);
+    const bool transposed = k.op.row_stride == 1 && k.op.k_stride != 1;
+    const int64_t group = transposed ? std::max(1, 256 / k.width) : 1, kchunk = transposed ? 256 : Kp;
+    for (int64_t b = 0; b < blocks; b += group)
+      for (int64_t kk = 0; kk < Kp; kk += kchunk)
+        pack_items.push_back({i, b, std::min(blocks, b + group), kk, std::min(Kp, kk + kchunk)});
   }
   const std::unique_ptr<float[]> val(new float[static_cast<size_t>(offset.back())]);
   const std::unique_ptr<int16_t[]> exp(new int16_t[static_cast<size_t>(offset.back())]);
   auto packed = [&](size_t key) { return Packed{val.get() + offset[key], exp.get() + offset[key]}; };
-#pragma omp parallel for schedule(dynamic, 4)
-  for (int64_t i = 0; i < static_cast<int64_t>(blocks.size()); ++i) {
-    const PackKey& k = keys[blocks[i].key];
-    pack_block(k.op, k.rows, k.K, (k.K + 15) / 16 * 16, k.width, blocks[i].blk, packed(blocks[i].key));
+  {
+    detail::ProfileScope profile_pack("  model gemm: operand packing");
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t i = 0; i < static_cast<int64_t>(pack_items.size()); ++i) {
+      const PackItem& it = pack_items[i];
+      const PackKey& k = keys[it.key];
+      pack_range(k.op, k.rows, k.K, (k.K + 15) / 16 * 16, k.width, it.b0, it.b1, it.k0, it.k1, packed(it.key));
+    }
   }
   struct Item {
     size_t job;
