@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
@@ -95,6 +96,63 @@ inline int16_t pack_code(uint16_t v) {
   return static_cast<int16_t>(field == 0xFF ? kNonFiniteCode : (field == 0 ? sub : field - 127));
 }
 
+#if defined(__AVX2__)
+// 8 bf16 operands -> 8 fp32 values and 8 exponent codes (pack_value, pack_code on each lane).
+inline void convert8(__m128i v, __m256* val, __m128i* code) {
+  *val = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+  const __m128i field = _mm_and_si128(_mm_srli_epi16(v, 7), _mm_set1_epi16(0xFF));
+  const __m128i frac_zero = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16(0x7F)), _mm_setzero_si128());
+  const __m128i sub = _mm_blendv_epi8(_mm_set1_epi16(-126), _mm_set1_epi16(static_cast<int16_t>(kZeroCode)), frac_zero);
+  __m128i c = _mm_sub_epi16(field, _mm_set1_epi16(127));
+  c = _mm_blendv_epi8(c, sub, _mm_cmpeq_epi16(field, _mm_setzero_si128()));
+  *code = _mm_blendv_epi8(c, _mm_set1_epi16(static_cast<int16_t>(kNonFiniteCode)), _mm_cmpeq_epi16(field, _mm_set1_epi16(0xFF)));
+}
+
+// Stores the 8 converted rows R0..R0+7 at k into their blocks (one half block for width 16, two blocks for 4).
+inline void store8(Packed p, int64_t Kp, int width, int64_t R0, int64_t k, __m256 val, __m128i code) {
+  if (width == 16) {
+    const int64_t idx = ((R0 / 16) * Kp + k) * 16 + R0 % 16;
+    _mm256_storeu_ps(p.val + idx, val);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p.exp + idx), code);
+  } else {  // width 4
+    const int64_t i0 = ((R0 / 4) * Kp + k) * 4, i1 = ((R0 / 4 + 1) * Kp + k) * 4;
+    _mm_storeu_ps(p.val + i0, _mm256_castps256_ps128(val));
+    _mm_storeu_ps(p.val + i1, _mm256_extractf128_ps(val, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p.exp + i0), code);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p.exp + i1), _mm_unpackhi_epi64(code, code));
+  }
+}
+
+// Row-contiguous operand, rows R0..R0+7 (rows >= `rows` read as +0, i.e. padding), k in [k0, k0 + 8n):
+// an 8 x 8 transpose of the bf16 values per 8 k, then convert8 / store8.
+void pack_rows8(const GemmOperand& X, int64_t rows, int64_t Kp, int width, int64_t R0, int64_t k0, int64_t k1, Packed p) {
+  const uint16_t* src[8];
+  for (int r = 0; r < 8; ++r) src[r] = R0 + r < rows ? X.p + (R0 + r) * X.row_stride : nullptr;
+  for (int64_t k = k0; k + 8 <= k1; k += 8) {
+    __m128i x[8];
+    for (int r = 0; r < 8; ++r)
+      x[r] = src[r] ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[r] + k)) : _mm_setzero_si128();
+    const __m128i t0 = _mm_unpacklo_epi16(x[0], x[1]), t1 = _mm_unpackhi_epi16(x[0], x[1]);
+    const __m128i t2 = _mm_unpacklo_epi16(x[2], x[3]), t3 = _mm_unpackhi_epi16(x[2], x[3]);
+    const __m128i t4 = _mm_unpacklo_epi16(x[4], x[5]), t5 = _mm_unpackhi_epi16(x[4], x[5]);
+    const __m128i t6 = _mm_unpacklo_epi16(x[6], x[7]), t7 = _mm_unpackhi_epi16(x[6], x[7]);
+    const __m128i u0 = _mm_unpacklo_epi32(t0, t2), u1 = _mm_unpackhi_epi32(t0, t2);
+    const __m128i u2 = _mm_unpacklo_epi32(t1, t3), u3 = _mm_unpackhi_epi32(t1, t3);
+    const __m128i u4 = _mm_unpacklo_epi32(t4, t6), u5 = _mm_unpackhi_epi32(t4, t6);
+    const __m128i u6 = _mm_unpacklo_epi32(t5, t7), u7 = _mm_unpackhi_epi32(t5, t7);
+    const __m128i c[8] = {_mm_unpacklo_epi64(u0, u4), _mm_unpackhi_epi64(u0, u4), _mm_unpacklo_epi64(u1, u5),
+                          _mm_unpackhi_epi64(u1, u5), _mm_unpacklo_epi64(u2, u6), _mm_unpackhi_epi64(u2, u6),
+                          _mm_unpacklo_epi64(u3, u7), _mm_unpackhi_epi64(u3, u7)};
+    for (int j = 0; j < 8; ++j) {
+      __m256 val;
+      __m128i code;
+      convert8(c[j], &val, &code);
+      store8(p, Kp, width, R0, k + j, val, code);
+    }
+  }
+}
+#endif
+
 // Blocks [b0, b1) (rows blk*width ..) of operand X [rows, K], k in [k0, k1) of the padding to Kp: every entry
 // written, padding (rows >= rows, k >= K) as a zero operand. Row-contiguous operands are read along k;
 // transposed ones (row_stride 1) along the rows of all blocks of the range at once, one k at a time.
@@ -109,10 +167,27 @@ void pack_range(const GemmOperand& X, int64_t rows, int64_t K, int64_t Kp, int w
         float* val = p.val + (blk * Kp + k) * width;
         int16_t* exp = p.exp + (blk * Kp + k) * width;
         const uint16_t* s = src + blk * width;
-        for (int r = 0; r < live; ++r) val[r] = pack_value(s[r]), exp[r] = pack_code(s[r]);
+        int r = 0;
+#if defined(__AVX2__)
+        for (; r + 8 <= live; r += 8) {
+          __m256 v;
+          __m128i c;
+          convert8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + r)), &v, &c);
+          _mm256_storeu_ps(val + r, v);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(exp + r), c);
+        }
+#endif
+        for (; r < live; ++r) val[r] = pack_value(s[r]), exp[r] = pack_code(s[r]);
       }
     }
   } else {
+    int64_t kdone = k0;  // k below this already packed by the vector path (all rows of the range)
+#if defined(__AVX2__)
+    if (X.k_stride == 1 && X.k_split >= kend && (width == 4 || width == 16) && ((b1 - b0) * width) % 8 == 0) {
+      kdone = k0 + (kend - k0) / 8 * 8;
+      for (int64_t R0 = b0 * width; R0 < b1 * width && R0 < rows; R0 += 8) pack_rows8(X, rows, Kp, width, R0, k0, kdone, p);
+    }
+#endif
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int live = static_cast<int>(std::clamp<int64_t>(rows - blk * width, 0, width));
       float* val = p.val + blk * Kp * width;
@@ -121,7 +196,7 @@ void pack_range(const GemmOperand& X, int64_t rows, int64_t K, int64_t Kp, int w
         const int64_t row = blk * width + r;
         if (X.k_stride == 1 && X.k_split >= kend) {
           const uint16_t* src = X.p + row * X.row_stride;
-          for (int64_t k = k0; k < kend; ++k) val[k * width + r] = pack_value(src[k]), exp[k * width + r] = pack_code(src[k]);
+          for (int64_t k = kdone; k < kend; ++k) val[k * width + r] = pack_value(src[k]), exp[k * width + r] = pack_code(src[k]);
         } else {
           for (int64_t k = k0; k < kend; ++k) {
             const uint16_t v = X.at(row, k);
@@ -421,6 +496,43 @@ struct PackKey {
   }
 };
 
+// The packed-operand storage, kept between batches: fresh gigabytes per GEMM phase cost more in page faults
+// (kernel zeroing, one thread) than the packing itself. One lease at a time; a concurrent caller gets its own.
+class PackArena {
+ public:
+  struct Lease {
+    explicit Lease(size_t elems) : lock(arena().mutex, std::try_to_lock) {
+      PackArena& a = arena();
+      if (lock.owns_lock()) {
+        if (a.capacity < elems) {
+          a.val.reset(), a.exp.reset();
+          a.val.reset(new float[elems]), a.exp.reset(new int16_t[elems]);
+          a.capacity = elems;
+        }
+        val = a.val.get(), exp = a.exp.get();
+      } else {
+        own_val.reset(new float[elems]), own_exp.reset(new int16_t[elems]);
+        val = own_val.get(), exp = own_exp.get();
+      }
+    }
+    std::unique_lock<std::mutex> lock;
+    std::unique_ptr<float[]> own_val;
+    std::unique_ptr<int16_t[]> own_exp;
+    float* val = nullptr;
+    int16_t* exp = nullptr;
+  };
+
+ private:
+  static PackArena& arena() {
+    static PackArena a;
+    return a;
+  }
+  std::mutex mutex;
+  size_t capacity = 0;
+  std::unique_ptr<float[]> val;
+  std::unique_ptr<int16_t[]> exp;
+};
+
 // The jobs of one group: packs every distinct operand (one parallel loop over all blocks), then one
 // parallel loop over every (job, row tile, column panel) item.
 void run_group(MmaModel model, const GemmJob* jobs, size_t count) {
@@ -449,14 +561,15 @@ void run_group(MmaModel model, const GemmJob* jobs, size_t count) {
     const int64_t Kp = (k.K + 15) / 16 * 16, blocks = (k.rows + k.width - 1) / k.width;
     offset[i + 1] = offset[i] + packed_elems(k.rows, Kp, k.width);
     const bool transposed = k.op.row_stride == 1 && k.op.k_stride != 1;
-    const int64_t group = transposed ? std::max(1, 256 / k.width) : 1, kchunk = transposed ? 256 : Kp;
+    const int64_t group = transposed ? std::max(1, 256 / k.width) : std::max(1, 8 / k.width), kchunk = transposed ? 256 : Kp;
     for (int64_t b = 0; b < blocks; b += group)
       for (int64_t kk = 0; kk < Kp; kk += kchunk)
         pack_items.push_back({i, b, std::min(blocks, b + group), kk, std::min(Kp, kk + kchunk)});
   }
-  const std::unique_ptr<float[]> val(new float[static_cast<size_t>(offset.back())]);
-  const std::unique_ptr<int16_t[]> exp(new int16_t[static_cast<size_t>(offset.back())]);
-  auto packed = [&](size_t key) { return Packed{val.get() + offset[key], exp.get() + offset[key]}; };
+  PackArena::Lease lease(static_cast<size_t>(offset.back()));
+  float* const val = lease.val;
+  int16_t* const exp = lease.exp;
+  auto packed = [&](size_t key) { return Packed{val + offset[key], exp + offset[key]}; };
   {
     detail::ProfileScope profile_pack("  model gemm: operand packing");
 #pragma omp parallel for schedule(dynamic)
