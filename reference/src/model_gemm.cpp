@@ -25,6 +25,7 @@
 #include "profile.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,7 @@
 // NOTE: GCC 12 warns "__Y may be used uninitialized" inside its own AVX-512 headers (_mm512_undefined_*);
 // it is a known false positive, silenced for this file only.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #define CALICO_MODEL_GEMM_AVX512 1
 #elif defined(__AVX2__)
@@ -108,10 +110,11 @@ inline void convert8(__m128i v, __m256* val, __m128i* code) {
   *code = _mm_blendv_epi8(c, _mm_set1_epi16(static_cast<int16_t>(kNonFiniteCode)), _mm_cmpeq_epi16(field, _mm_set1_epi16(0xFF)));
 }
 
-// Stores the 8 converted rows R0..R0+7 at k into their blocks (one half block for width 16, two blocks for 4).
+// Stores the 8 converted rows R0..R0+7 at k into their blocks (part of one block for widths 8, 16 and 32,
+// two blocks for width 4).
 inline void store8(Packed p, int64_t Kp, int width, int64_t R0, int64_t k, __m256 val, __m128i code) {
-  if (width == 16) {
-    const int64_t idx = ((R0 / 16) * Kp + k) * 16 + R0 % 16;
+  if (width != 4) {
+    const int64_t idx = ((R0 / width) * Kp + k) * width + R0 % width;
     _mm256_storeu_ps(p.val + idx, val);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p.exp + idx), code);
   } else {  // width 4
@@ -183,7 +186,7 @@ void pack_range(const GemmOperand& X, int64_t rows, int64_t K, int64_t Kp, int w
   } else {
     int64_t kdone = k0;  // k below this already packed by the vector path (all rows of the range)
 #if defined(__AVX2__)
-    if (X.k_stride == 1 && X.k_split >= kend && (width == 4 || width == 16) && ((b1 - b0) * width) % 8 == 0) {
+    if (X.k_stride == 1 && X.k_split >= kend && (width == 4 || width % 8 == 0) && ((b1 - b0) * width) % 8 == 0) {
       kdone = k0 + (kend - k0) / 8 * 8;
       for (int64_t R0 = b0 * width; R0 < b1 * width && R0 < rows; R0 += 8) pack_rows8(X, rows, Kp, width, R0, k0, kdone, p);
     }
@@ -485,6 +488,45 @@ void run_tile(const GemmArgs& g, const Packed& pa, const Packed& pb, float* C, i
   }
 }
 
+// Jobs with few rows and a row-contiguous B (the forward weights) do not pre-pack B: each item packs its
+// column panel one K block at a time into a thread-local buffer, right before the micro-kernel reads it,
+// so the weights are read once and the 3x larger packed copy never travels through memory.
+constexpr int64_t kStreamMaxRows = 4 * kMc;
+bool streams_b(const GemmJob& j) { return j.M <= kStreamMaxRows && j.B.k_stride == 1 && j.B.k_split >= j.K; }
+
+// Every row tile of column panel np of job g, B packed per K block on the fly (the same packed values as the
+// pre-packed path, so the same micro_step calls in the same K order per element).
+void run_panel_streaming_b(const GemmArgs& g, const Packed& pa, float* C, int64_t ldc, int64_t np) {
+  const int64_t M = g.M, N = g.N, K = g.K, Kp = (K + 15) / 16 * 16;
+  const int64_t n0 = np * kNr;
+  const Lanes::Mask lane_mask[2] = {Lanes::column_mask(N, n0, 0), Lanes::column_mask(N, n0, 1)};
+  alignas(64) float bval[kKc * kNr];
+  alignas(64) int16_t bexp[kKc * kNr];
+  GemmOperand panel = g.B;
+  panel.p += n0 * g.B.row_stride;
+  for (int64_t kb = 0; kb < Kp; kb += kKc) {
+    const int64_t kb_end = std::min<int64_t>(Kp, kb + kKc);
+    GemmOperand block = panel;
+    block.p += kb;  // k_stride 1
+    pack_range(block, std::min<int64_t>(kNr, N - n0), K - kb, kb_end - kb, kNr, 0, 1, 0, kb_end - kb, Packed{bval, bexp});
+    for (int64_t m0 = 0; m0 < M; m0 += kMr) {
+      Lanes::Vec acc[kMr][2];
+      for (int r = 0; r < kMr; ++r)
+        for (int v = 0; v < 2; ++v)
+          acc[r][v] = m0 + r < M ? Lanes::load(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v])
+                                 : Lanes::zero();
+      const int64_t mb = m0 / kMr;
+      for (int64_t k0 = kb; k0 < kb_end; k0 += 16) {
+        micro_step(g, pa.val + (mb * Kp + k0) * kMr, pa.exp + (mb * Kp + k0) * kMr, bval + (k0 - kb) * kNr,
+                   bexp + (k0 - kb) * kNr, m0, n0, k0, acc);
+      }
+      for (int r = 0; r < kMr; ++r)
+        for (int v = 0; v < 2; ++v)
+          if (m0 + r < M) Lanes::store(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v], acc[r][v]);
+    }
+  }
+}
+
 // An operand to pack: identical (operand, rows, K, width) tuples share one packing.
 struct PackKey {
   GemmOperand op;
@@ -546,7 +588,7 @@ void run_group(MmaModel model, const GemmJob* jobs, size_t count) {
   };
   for (size_t j = 0; j < count; ++j) {
     a_key[j] = key_of(jobs[j].A, jobs[j].M, jobs[j].K, kMr);
-    b_key[j] = key_of(jobs[j].B, jobs[j].N, jobs[j].K, kNr);
+    b_key[j] = streams_b(jobs[j]) ? SIZE_MAX : key_of(jobs[j].B, jobs[j].N, jobs[j].K, kNr);
   }
   std::vector<int64_t> offset(keys.size() + 1, 0);
   // Pack work: one block and all of K for row-contiguous operands; for transposed ones (row_stride 1) 256
@@ -584,13 +626,22 @@ void run_group(MmaModel model, const GemmJob* jobs, size_t count) {
     int64_t mt, np;
   };
   std::vector<Item> items;
-  for (size_t j = 0; j < count; ++j)
+  for (size_t j = 0; j < count; ++j) {
+    if (b_key[j] == SIZE_MAX) {  // one item per column panel, all rows (mt = -1)
+      for (int64_t np = 0; np < (jobs[j].N + kNr - 1) / kNr; ++np) items.push_back({j, -1, np});
+      continue;
+    }
     for (int64_t mt = 0; mt < (jobs[j].M + kMc - 1) / kMc; ++mt)
       for (int64_t np = 0; np < (jobs[j].N + kNr - 1) / kNr; ++np) items.push_back({j, mt, np});
+  }
 #pragma omp parallel for schedule(dynamic)
   for (int64_t i = 0; i < static_cast<int64_t>(items.size()); ++i) {
     const GemmJob& job = jobs[items[i].job];
     const GemmArgs g{model, job.M, job.N, job.K, job.A, job.B};
+    if (items[i].mt < 0) {
+      run_panel_streaming_b(g, packed(a_key[items[i].job]), job.C, job.ldc, items[i].np);
+      continue;
+    }
     run_tile(g, packed(a_key[items[i].job]), packed(b_key[items[i].job]), job.C, job.ldc, items[i].mt, items[i].np);
   }
 }
@@ -625,7 +676,7 @@ void model_gemm_bf16_batch(MmaModel model, const std::vector<GemmJob>& all) {
     while (end < jobs.size()) {
       const GemmJob& j = jobs[end];
       const int64_t Kp = (j.K + 15) / 16 * 16;
-      const int64_t b = 6 * (packed_elems(j.M, Kp, kMr) + packed_elems(j.N, Kp, kNr));
+      const int64_t b = 6 * (packed_elems(j.M, Kp, kMr) + (streams_b(j) ? 0 : packed_elems(j.N, Kp, kNr)));
       if (end > begin && bytes + b > kPackBudget) break;
       bytes += b;
       ++end;

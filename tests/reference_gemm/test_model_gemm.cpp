@@ -187,7 +187,8 @@ TEST(ModelGemm, BlackwellBf16SameChain) {
 
 // model_gemm_bf16_batch (the reference's expert stages): several jobs in one batch, operands row-major,
 // transposed and read in place (row_stride 1), and K-concatenations of two transposed matrices (the d_x
-// GEMM's [Wg^T | Wu^T], split at K multiples of 16 and not), shared operands (packed once), an empty job;
+// GEMM's [Wg^T | Wu^T], split at K multiples of 16 and not), shared operands (packed once), an empty job,
+// few rows (B packed per K block inside each item) and many (B pre-packed);
 // each job equal to the scalar specification on the materialised operands, at 1 and 2 threads.
 TEST(ModelGemm, BatchStridedOperandsEqualScalar) {
   std::mt19937_64 rng(77);
@@ -203,7 +204,7 @@ TEST(ModelGemm, BatchStridedOperandsEqualScalar) {
       o.a.resize(rows * ld);
       for (auto& v : o.a) v = draw(mix, rng);
       o.op = {o.a.data(), ld, 1};
-    } else if (layout == 1) {  // transposed: [K, rows] with stride rows + 3
+    } else if (layout == 1 || K < 2) {  // transposed: [K, rows] with stride rows + 3
       const int64_t ld = rows + 3;
       o.a.resize(K * ld);
       for (auto& v : o.a) v = draw(mix, rng);
@@ -228,6 +229,7 @@ TEST(ModelGemm, BatchStridedOperandsEqualScalar) {
       GemmJob g;
       g.M = 1 + rng() % 80, g.N = 1 + rng() % 70, g.K = (j == 0 && round == 3) ? 0 : 1 + rng() % 300;
       if (round % 4 == 1) g.K = 64;  // split at 32: a K multiple of 16
+      if (round % 3 == 2 && j == 1) g.M = 257 + rng() % 60;  // above the streamed-B row limit: B pre-packed
       ops.push_back(make(g.M, g.K, static_cast<int>(rng() % 3), mix));
       g.A = ops.back().op;
       if (j > 0 && rng() % 3 == 0 && jobs[j - 1].N == g.N && jobs[j - 1].K == g.K) g.B = jobs[j - 1].B;
