@@ -1,7 +1,9 @@
 // The expert FFN of the numerical contract (DESIGN 2.1-2.2): every GEMM through model_gemm_bf16 (or, for
 // --dtype mxfp8 --mma blackwell-mxfp8, model_gemm_mxfp8_blackwell), SwiGLU and
 // its gradient in fp32 from bf16 operands, rounding points exactly as "the backward contract" in
-// calico/reference.h states. OpenMP only over independent output rows; no reduction is ever split.
+// calico/reference.h states. OpenMP only over independent output rows or tiles; no reduction is ever split.
+// In bf16 the experts of a rank run together: each GEMM phase is one model_gemm_bf16_batch over all experts
+// (ffn_forward_batch, ffn_backward_batch), so many small experts still give every thread work.
 #include "ffn.h"
 
 #include <cstring>

@@ -19,10 +19,10 @@
 // parts exactly in double (|sum| < 2^32), clears the low 29 of the 52 fraction bits (in sign-magnitude that
 // is truncation to 24 significant bits, i.e. round-toward-zero) and converts to float, which is then exact.
 // Threads split output tiles only; each element's chain runs in one thread in K order, so the bits do not
-// depend on the thread count.
+// depend on the thread count. model_gemm_bf16_batch runs many GEMMs (the experts of a rank) as one parallel
+// loop over (job, row tile, column panel) items; packing only changes where the same operand values are read
+// from (pre-packed once per batch, or per K block inside an item for the forward weights).
 #include "model_gemm.h"
-
-#include "profile.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -30,6 +30,8 @@
 #include <memory>
 #include <mutex>
 #include <vector>
+
+#include "profile.h"
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 // NOTE: GCC 12 warns "__Y may be used uninitialized" inside its own AVX-512 headers (_mm512_undefined_*);
