@@ -11,6 +11,7 @@
 #include "calico/data.h"
 #include "calico/error.h"
 #include "calico/reference.h"
+#include "profile.h"
 
 namespace calico::ref {
 
@@ -312,6 +313,7 @@ RunResult run_reference(const RunRequest& req, ReferenceMode mode, StageTimes* t
     throw;
   }
   omp_set_num_threads(saved_threads);
+  detail::profile_report();
   return result;
 }
 

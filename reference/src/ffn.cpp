@@ -1,13 +1,16 @@
 // The expert FFN of the numerical contract (DESIGN 2.1-2.2): every GEMM through model_gemm_bf16 (or, for
 // --dtype mxfp8 --mma blackwell-mxfp8, model_gemm_mxfp8_blackwell), SwiGLU and
 // its gradient in fp32 from bf16 operands, rounding points exactly as "the backward contract" in
-// calico/reference.h states. OpenMP only over independent output rows; no reduction is ever split.
+// calico/reference.h states. OpenMP only over independent output rows or tiles; no reduction is ever split.
+// In bf16 the experts of a rank run together: each GEMM phase is one model_gemm_bf16_batch over all experts
+// (ffn_forward_batch, ffn_backward_batch), so many small experts still give every thread work.
 #include "ffn.h"
 
 #include <cstring>
 
 #include "calico/numerics.h"
 #include "model_gemm.h"
+#include "profile.h"
 
 namespace calico::ref::detail {
 
@@ -95,17 +98,20 @@ float clamp_up(float u, const LayerSpec& spec) {
 
 }  // namespace
 
-void ffn_forward(const LayerSpec& spec, int inter, int64_t n, const uint16_t* X, const uint16_t* Wg,
-                 const uint16_t* Wu, const uint16_t* Wd, FfnSaved& saved, uint16_t* y) {
+namespace {
+
+// One FFN with a GEMM (threaded inside) per step: the mxfp8 path of the batch functions.
+void ffn_forward_one(const LayerSpec& spec, int inter, int64_t n, const uint16_t* X, const uint16_t* Wg,
+                     const uint16_t* Wu, const uint16_t* Wd, FfnSaved& saved, uint16_t* y) {
   const int64_t H = spec.hidden, I = inter;
   saved.rows = n;
   saved.x.assign(X, X + n * H);
   if (n == 0) return;
   std::vector<float> acc(static_cast<size_t>(n * I), 0.0f);
-  gemm(spec, n, I, H, X, Wg, acc.data());
+  { ProfileScope p("fwd gemm gate", 2.0 * n * I * H); gemm(spec, n, I, H, X, Wg, acc.data()); }
   saved.g = round_all(acc);
   std::fill(acc.begin(), acc.end(), 0.0f);
-  gemm(spec, n, I, H, X, Wu, acc.data());
+  { ProfileScope p("fwd gemm up", 2.0 * n * I * H); gemm(spec, n, I, H, X, Wu, acc.data()); }
   saved.u = round_all(acc);
   saved.h.resize(static_cast<size_t>(n * I));
 #pragma omp parallel for schedule(static) if (n * I >= kParallelMin)
@@ -114,19 +120,24 @@ void ffn_forward(const LayerSpec& spec, int inter, int64_t n, const uint16_t* X,
     saved.h[i] = f32_to_bf16(calico_silu(g) * u);
   }
   std::vector<float> out(static_cast<size_t>(n * H), 0.0f);
-  gemm(spec, n, H, I, saved.h.data(), Wd, out.data());
+  { ProfileScope p("fwd gemm down", 2.0 * n * I * H); gemm(spec, n, H, I, saved.h.data(), Wd, out.data()); }
 #pragma omp parallel for schedule(static) if (n * H >= kParallelMin)
   for (int64_t i = 0; i < n * H; ++i) y[i] = f32_to_bf16(out[i]);
 }
 
-void ffn_backward(const LayerSpec& spec, int inter, const FfnSaved& saved, const uint16_t* d_y, const uint16_t* Wg,
-                  const uint16_t* Wu, const uint16_t* Wd, uint16_t* d_x, float* dWg, float* dWu, float* dWd) {
+void ffn_backward_one(const LayerSpec& spec, int inter, const FfnSaved& saved, const uint16_t* d_y, const uint16_t* Wg,
+                      const uint16_t* Wu, const uint16_t* Wd, uint16_t* d_x, float* dWg, float* dWu, float* dWd) {
   const int64_t H = spec.hidden, I = inter, n = saved.rows;
   if (n == 0) return;
   // d_h = bf16(gemm(d_y, Wd^T)), contraction over H.
   std::vector<float> acc(static_cast<size_t>(n * I), 0.0f);
   {
-    const auto wdT = transpose(Wd, H, I, I);  // [I,H]
+    std::vector<uint16_t> wdT;
+    {
+      ProfileScope p0("bwd transpose Wd");
+      wdT = transpose(Wd, H, I, I);  // [I,H]
+    }
+    ProfileScope p("bwd gemm d_h", 2.0 * n * I * H);
     gemm(spec, n, I, H, d_y, wdT.data(), acc.data());
   }
   // [d_g | d_u] per row, from the saved bf16 g, u (SwiGLU gradient in fp32, clamp masks).
@@ -146,11 +157,16 @@ void ffn_backward(const LayerSpec& spec, int inter, const FfnSaved& saved, const
   }
   // d_x = bf16(gemm([d_g | d_u], [Wg^T | Wu^T])): one chain over the 2I concatenated columns.
   {
-    std::vector<uint16_t> wgu(static_cast<size_t>(2 * I * H));  // [Wg; Wu] = [2I, H]
-    std::memcpy(wgu.data(), Wg, sizeof(uint16_t) * I * H);
-    std::memcpy(wgu.data() + I * H, Wu, sizeof(uint16_t) * I * H);
-    const auto wguT = transpose(wgu.data(), 2 * I, H, H);  // [H, 2I]
+    std::vector<uint16_t> wguT;
+    {
+      ProfileScope p0("bwd concat+transpose Wg|Wu");
+      std::vector<uint16_t> wgu(static_cast<size_t>(2 * I * H));  // [Wg; Wu] = [2I, H]
+      std::memcpy(wgu.data(), Wg, sizeof(uint16_t) * I * H);
+      std::memcpy(wgu.data() + I * H, Wu, sizeof(uint16_t) * I * H);
+      wguT = transpose(wgu.data(), 2 * I, H, H);  // [H, 2I]
+    }
     std::vector<float> dx(static_cast<size_t>(n * H), 0.0f);
+    ProfileScope p("bwd gemm d_x", 4.0 * n * I * H);
     gemm(spec, n, H, 2 * I, dgu.data(), wguT.data(), dx.data());
 #pragma omp parallel for schedule(static) if (n * H >= kParallelMin)
     for (int64_t i = 0; i < n * H; ++i) d_x[i] = f32_to_bf16(dx[i]);
@@ -159,13 +175,189 @@ void ffn_backward(const LayerSpec& spec, int inter, const FfnSaved& saved, const
   {
     const auto dyT = transpose(d_y, n, H, H);             // [H, n]
     const auto hT = transpose(saved.h.data(), n, I, I);   // [I, n]
+    ProfileScope p("bwd gemm dW_down", 2.0 * n * I * H);
     gemm(spec, H, I, n, dyT.data(), hT.data(), dWd);
   }
   const auto xT = transpose(saved.x.data(), n, H, H);     // [H, n]
   const auto dgT = transpose(dgu.data(), n, I, 2 * I);    // [I, n]
-  gemm(spec, I, H, n, dgT.data(), xT.data(), dWg);
+  { ProfileScope p("bwd gemm dW_gate", 2.0 * n * I * H); gemm(spec, I, H, n, dgT.data(), xT.data(), dWg); }
   const auto duT = transpose(dgu.data() + I, n, I, 2 * I);
-  gemm(spec, I, H, n, duT.data(), xT.data(), dWu);
+  { ProfileScope p("bwd gemm dW_up", 2.0 * n * I * H); gemm(spec, I, H, n, duT.data(), xT.data(), dWu); }
+}
+
+// The (task, row) pairs of a batch, so an element-wise step is one parallel loop over all rows of all tasks.
+struct TaskRow {
+  size_t task;
+  int64_t row;
+};
+
+GemmJob job(int64_t M, int64_t N, int64_t K, GemmOperand A, GemmOperand B, float* C, int64_t ldc) {
+  GemmJob j;
+  j.M = M, j.N = N, j.K = K, j.A = A, j.B = B, j.C = C, j.ldc = ldc;
+  return j;
+}
+
+}  // namespace
+
+void ffn_forward_batch(const LayerSpec& spec, const std::vector<FfnForwardTask>& tasks) {
+  if (spec.dtype != DType::bf16) {
+    for (const FfnForwardTask& t : tasks) ffn_forward_one(spec, t.inter, t.n, t.X, t.Wg, t.Wu, t.Wd, *t.saved, t.y);
+    return;
+  }
+  const int64_t H = spec.hidden;
+  const size_t count = tasks.size();
+  std::vector<std::vector<float>> acc_g(count), acc_u(count), out(count);
+  std::vector<TaskRow> rows;
+  std::vector<GemmJob> jobs;
+  double flops = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const FfnForwardTask& t = tasks[i];
+    const int64_t n = t.n, I = t.inter;
+    t.saved->rows = n;
+    t.saved->x.assign(t.X, t.X + n * H);
+    if (n == 0) continue;
+    for (int64_t r = 0; r < n; ++r) rows.push_back({i, r});
+    acc_g[i].assign(static_cast<size_t>(n * I), 0.0f);
+    acc_u[i].assign(static_cast<size_t>(n * I), 0.0f);
+    jobs.push_back(job(n, I, H, {t.X, H, 1}, {t.Wg, H, 1}, acc_g[i].data(), I));
+    jobs.push_back(job(n, I, H, {t.X, H, 1}, {t.Wu, H, 1}, acc_u[i].data(), I));
+    flops += 4.0 * n * I * H;
+  }
+  {
+    ProfileScope p("fwd gemm gate+up (batch)", flops);
+    model_gemm_bf16_batch(spec.mma, jobs);
+  }
+  const auto nrows = static_cast<int64_t>(rows.size());
+  {
+    ProfileScope p("fwd round+swiglu");
+    for (size_t i = 0; i < count; ++i) {
+      const size_t len = static_cast<size_t>(tasks[i].n) * tasks[i].inter;
+      tasks[i].saved->g.resize(len), tasks[i].saved->u.resize(len), tasks[i].saved->h.resize(len);
+    }
+#pragma omp parallel for schedule(static) if (nrows * 256 >= kParallelMin)
+    for (int64_t k = 0; k < nrows; ++k) {
+      const size_t i = rows[k].task;
+      const int64_t I = tasks[i].inter, r = rows[k].row;
+      FfnSaved& sv = *tasks[i].saved;
+      for (int64_t j = r * I; j < (r + 1) * I; ++j) {
+        sv.g[j] = f32_to_bf16(acc_g[i][j]);
+        sv.u[j] = f32_to_bf16(acc_u[i][j]);
+        const float g = clamp_gate(bf16_to_f32(sv.g[j]), spec), u = clamp_up(bf16_to_f32(sv.u[j]), spec);
+        sv.h[j] = f32_to_bf16(calico_silu(g) * u);
+      }
+    }
+  }
+  jobs.clear();
+  flops = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const FfnForwardTask& t = tasks[i];
+    const int64_t n = t.n, I = t.inter;
+    acc_g[i] = {}, acc_u[i] = {};
+    if (n == 0) continue;
+    out[i].assign(static_cast<size_t>(n * H), 0.0f);
+    jobs.push_back(job(n, H, I, {t.saved->h.data(), I, 1}, {t.Wd, I, 1}, out[i].data(), H));
+    flops += 2.0 * n * I * H;
+  }
+  {
+    ProfileScope p("fwd gemm down (batch)", flops);
+    model_gemm_bf16_batch(spec.mma, jobs);
+  }
+#pragma omp parallel for schedule(static) if (nrows * H >= kParallelMin)
+  for (int64_t k = 0; k < nrows; ++k) {
+    const size_t i = rows[k].task;
+    const int64_t r = rows[k].row;
+    for (int64_t c = r * H; c < (r + 1) * H; ++c) tasks[i].y[c] = f32_to_bf16(out[i][c]);
+  }
+}
+
+void ffn_backward_batch(const LayerSpec& spec, const std::vector<FfnBackwardTask>& tasks) {
+  if (spec.dtype != DType::bf16) {
+    for (const FfnBackwardTask& t : tasks)
+      ffn_backward_one(spec, t.inter, *t.saved, t.d_y, t.Wg, t.Wu, t.Wd, t.d_x, t.dWg, t.dWu, t.dWd);
+    return;
+  }
+  const int64_t H = spec.hidden;
+  const size_t count = tasks.size();
+  std::vector<std::vector<float>> acc(count), dx(count);
+  std::vector<std::vector<uint16_t>> dgu(count);
+  std::vector<TaskRow> rows;
+  std::vector<GemmJob> jobs;
+  double flops = 0;
+  // d_h = bf16(gemm(d_y, Wd^T)), contraction over H; Wd^T read in place.
+  for (size_t i = 0; i < count; ++i) {
+    const FfnBackwardTask& t = tasks[i];
+    const int64_t n = t.saved->rows, I = t.inter;
+    if (n == 0) continue;
+    for (int64_t r = 0; r < n; ++r) rows.push_back({i, r});
+    acc[i].assign(static_cast<size_t>(n * I), 0.0f);
+    jobs.push_back(job(n, I, H, {t.d_y, H, 1}, {t.Wd, 1, I}, acc[i].data(), I));
+    flops += 2.0 * n * I * H;
+  }
+  {
+    ProfileScope p("bwd gemm d_h (batch)", flops);
+    model_gemm_bf16_batch(spec.mma, jobs);
+  }
+  // [d_g | d_u] per row, from the saved bf16 g, u (SwiGLU gradient in fp32, clamp masks).
+  const bool clamp = spec.swiglu_limit.has_value();
+  const float L = clamp ? *spec.swiglu_limit : 0.0f;
+  const auto nrows = static_cast<int64_t>(rows.size());
+  {
+    ProfileScope p("bwd swiglu grad");
+    for (size_t i = 0; i < count; ++i) dgu[i].resize(static_cast<size_t>(tasks[i].saved->rows) * 2 * tasks[i].inter);
+#pragma omp parallel for schedule(static) if (nrows * 256 >= kParallelMin)
+    for (int64_t k = 0; k < nrows; ++k) {
+      const size_t i = rows[k].task;
+      const int64_t I = tasks[i].inter, r = rows[k].row;
+      const FfnSaved& sv = *tasks[i].saved;
+      for (int64_t j = 0; j < I; ++j) {
+        const float graw = bf16_to_f32(sv.g[r * I + j]), uraw = bf16_to_f32(sv.u[r * I + j]);
+        const float g = clamp_gate(graw, spec), u = clamp_up(uraw, spec);
+        const float dh = bf16_to_f32(f32_to_bf16(acc[i][r * I + j]));
+        const bool g_cut = clamp && graw > L, u_cut = clamp && (uraw > L || uraw < -L);
+        dgu[i][r * 2 * I + j] = g_cut ? 0 : f32_to_bf16((dh * u) * calico_silu_grad(g));
+        dgu[i][r * 2 * I + I + j] = u_cut ? 0 : f32_to_bf16(dh * calico_silu(g));
+      }
+    }
+  }
+  // d_x = bf16(gemm([d_g | d_u], [Wg^T | Wu^T])): one chain over the 2I concatenated columns (the B operand
+  // is the K-concatenation of Wg^T and Wu^T, read in place); and the weight gradients, contraction over the
+  // n rows in canonical order with the accumulators carried in: all independent outputs, one batch.
+  jobs.clear();
+  flops = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const FfnBackwardTask& t = tasks[i];
+    const int64_t n = t.saved->rows, I = t.inter;
+    acc[i] = {};
+    if (n == 0) continue;
+    dx[i].assign(static_cast<size_t>(n * H), 0.0f);
+    const uint16_t* dg = dgu[i].data();
+    const uint16_t* x = t.saved->x.data();
+    jobs.push_back(job(n, H, 2 * I, {dg, 2 * I, 1}, {t.Wg, 1, H, t.Wu, I}, dx[i].data(), H));
+    jobs.push_back(job(H, I, n, {t.d_y, 1, H}, {t.saved->h.data(), 1, I}, t.dWd, I));
+    jobs.push_back(job(I, H, n, {dg, 1, 2 * I}, {x, 1, H}, t.dWg, H));
+    jobs.push_back(job(I, H, n, {dg + I, 1, 2 * I}, {x, 1, H}, t.dWu, H));
+    flops += 10.0 * n * I * H;
+  }
+  {
+    ProfileScope p("bwd gemm d_x+dW (batch)", flops);
+    model_gemm_bf16_batch(spec.mma, jobs);
+  }
+#pragma omp parallel for schedule(static) if (nrows * H >= kParallelMin)
+  for (int64_t k = 0; k < nrows; ++k) {
+    const size_t i = rows[k].task;
+    const int64_t r = rows[k].row;
+    for (int64_t c = r * H; c < (r + 1) * H; ++c) tasks[i].d_x[c] = f32_to_bf16(dx[i][c]);
+  }
+}
+
+void ffn_forward(const LayerSpec& spec, int inter, int64_t n, const uint16_t* X, const uint16_t* Wg,
+                 const uint16_t* Wu, const uint16_t* Wd, FfnSaved& saved, uint16_t* y) {
+  ffn_forward_batch(spec, {FfnForwardTask{inter, n, X, Wg, Wu, Wd, &saved, y}});
+}
+
+void ffn_backward(const LayerSpec& spec, int inter, const FfnSaved& saved, const uint16_t* d_y, const uint16_t* Wg,
+                  const uint16_t* Wu, const uint16_t* Wd, uint16_t* d_x, float* dWg, float* dWu, float* dWd) {
+  ffn_backward_batch(spec, {FfnBackwardTask{inter, &saved, d_y, Wg, Wu, Wd, d_x, dWg, dWu, dWd}});
 }
 
 }  // namespace calico::ref::detail

@@ -38,4 +38,27 @@ void ffn_forward(const LayerSpec& spec, int inter, int64_t n, const uint16_t* X,
 void ffn_backward(const LayerSpec& spec, int inter, const FfnSaved& saved, const uint16_t* d_y, const uint16_t* Wg,
                   const uint16_t* Wu, const uint16_t* Wd, uint16_t* d_x, float* dWg, float* dWu, float* dWd);
 
+// Many independent FFNs (the local experts of a rank, or one shared expert) at once: the same bits as
+// ffn_forward / ffn_backward on each task. In bf16 every GEMM phase (gate+up; down; d_h; d_x with the
+// three weight gradients) is one model_gemm_bf16_batch over all tasks, i.e. one parallel loop over
+// (expert, output tile) items, and the transposed operands are read in place; mxfp8 runs the tasks one
+// after another (each GEMM threaded inside). Tasks must not share outputs.
+struct FfnForwardTask {
+  int inter = 0;
+  int64_t n = 0;
+  const uint16_t *X = nullptr, *Wg = nullptr, *Wu = nullptr, *Wd = nullptr;
+  FfnSaved* saved = nullptr;
+  uint16_t* y = nullptr;
+};
+void ffn_forward_batch(const LayerSpec& spec, const std::vector<FfnForwardTask>& tasks);
+
+struct FfnBackwardTask {
+  int inter = 0;
+  const FfnSaved* saved = nullptr;
+  const uint16_t *d_y = nullptr, *Wg = nullptr, *Wu = nullptr, *Wd = nullptr;
+  uint16_t* d_x = nullptr;
+  float *dWg = nullptr, *dWu = nullptr, *dWd = nullptr;
+};
+void ffn_backward_batch(const LayerSpec& spec, const std::vector<FfnBackwardTask>& tasks);
+
 }  // namespace calico::ref::detail

@@ -19,17 +19,25 @@
 // parts exactly in double (|sum| < 2^32), clears the low 29 of the 52 fraction bits (in sign-magnitude that
 // is truncation to 24 significant bits, i.e. round-toward-zero) and converts to float, which is then exact.
 // Threads split output tiles only; each element's chain runs in one thread in K order, so the bits do not
-// depend on the thread count.
+// depend on the thread count. model_gemm_bf16_batch runs many GEMMs (the experts of a rank) as one parallel
+// loop over (job, row tile, column panel) items; packing only changes where the same operand values are read
+// from (pre-packed once per batch, or per K block inside an item for the forward weights).
 #include "model_gemm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <vector>
+
+#include "profile.h"
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 // NOTE: GCC 12 warns "__Y may be used uninitialized" inside its own AVX-512 headers (_mm512_undefined_*);
 // it is a known false positive, silenced for this file only.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #define CALICO_MODEL_GEMM_AVX512 1
 #elif defined(__AVX2__)
@@ -75,49 +83,157 @@ constexpr int32_t kZeroCode = -4000;     // exponent code of a zero operand: zer
 constexpr int32_t kNonFiniteCode = 8000; // NaN/inf operand: any product involving it lands above 121
 constexpr int kSafeLow = -101, kSafeHigh = 121;
 
-int32_t exponent_code(uint16_t v) {
-  const int field = (v >> 7) & 0xFF;
-  if (field == 0xFF) return kNonFiniteCode;
-  if (field == 0) return (v & 0x7F) == 0 ? kZeroCode : -126;
-  return field - 127;
-}
-
 // A packed per micro-tile as [m_block][k][kMr] (value as fp32, exponent code), zero-padded in m and k.
-// B packed per panel as [panel][k][kNr], zero-padded in n and k.
+// B packed per panel as [panel][k][kNr], zero-padded in n and k. Storage is not initialised: pack_block
+// writes every entry of its block (padding included), so no serial zero-fill precedes the parallel pack.
 struct Packed {
-  std::vector<float> val;
-  std::vector<int16_t> exp;  // int16 so the exponent pass works on 32 lanes at once
+  float* val = nullptr;
+  int16_t* exp = nullptr;  // int16 so the exponent pass works on 32 lanes at once
 };
 
-Packed pack(const uint16_t* X, int64_t rows, int64_t ld, int64_t K, int64_t Kp, int width) {
-  const int64_t blocks = (rows + width - 1) / width;
-  Packed p;
-  p.val.assign(static_cast<size_t>(blocks * Kp * width), 0.0f);
-  p.exp.assign(static_cast<size_t>(blocks * Kp * width), kZeroCode);
-#pragma omp parallel for schedule(static)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    for (int r = 0; r < width; ++r) {
-      const int64_t row = blk * width + r;
-      if (row >= rows) break;
-      for (int64_t k = 0; k < K; ++k) {
-        const uint16_t v = X[row * ld + k];
-        const size_t idx = static_cast<size_t>((blk * Kp + k) * width + r);
-        p.val[idx] = bf16_to_f32(v);
-        p.exp[idx] = static_cast<int16_t>(exponent_code(v));
+inline float pack_value(uint16_t v) { return bf16_to_f32(v); }
+// Exponent code of an operand (zero -> kZeroCode, NaN/inf -> kNonFiniteCode, subnormal -> -126), written
+// as selects so the pack loops vectorise.
+inline int16_t pack_code(uint16_t v) {
+  const int field = (v >> 7) & 0xFF;
+  const int sub = (v & 0x7F) == 0 ? kZeroCode : -126;
+  return static_cast<int16_t>(field == 0xFF ? kNonFiniteCode : (field == 0 ? sub : field - 127));
+}
+
+#if defined(__AVX2__)
+// 8 bf16 operands -> 8 fp32 values and 8 exponent codes (pack_value, pack_code on each lane).
+inline void convert8(__m128i v, __m256* val, __m128i* code) {
+  *val = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+  const __m128i field = _mm_and_si128(_mm_srli_epi16(v, 7), _mm_set1_epi16(0xFF));
+  const __m128i frac_zero = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16(0x7F)), _mm_setzero_si128());
+  const __m128i sub = _mm_blendv_epi8(_mm_set1_epi16(-126), _mm_set1_epi16(static_cast<int16_t>(kZeroCode)), frac_zero);
+  __m128i c = _mm_sub_epi16(field, _mm_set1_epi16(127));
+  c = _mm_blendv_epi8(c, sub, _mm_cmpeq_epi16(field, _mm_setzero_si128()));
+  *code = _mm_blendv_epi8(c, _mm_set1_epi16(static_cast<int16_t>(kNonFiniteCode)), _mm_cmpeq_epi16(field, _mm_set1_epi16(0xFF)));
+}
+
+// Stores the 8 converted rows R0..R0+7 at k into their blocks (part of one block for widths 8, 16 and 32,
+// two blocks for width 4).
+inline void store8(Packed p, int64_t Kp, int width, int64_t R0, int64_t k, __m256 val, __m128i code) {
+  if (width != 4) {
+    const int64_t idx = ((R0 / width) * Kp + k) * width + R0 % width;
+    _mm256_storeu_ps(p.val + idx, val);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p.exp + idx), code);
+  } else {  // width 4
+    const int64_t i0 = ((R0 / 4) * Kp + k) * 4, i1 = ((R0 / 4 + 1) * Kp + k) * 4;
+    _mm_storeu_ps(p.val + i0, _mm256_castps256_ps128(val));
+    _mm_storeu_ps(p.val + i1, _mm256_extractf128_ps(val, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p.exp + i0), code);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p.exp + i1), _mm_unpackhi_epi64(code, code));
+  }
+}
+
+// Row-contiguous operand, rows R0..R0+7 (rows >= `rows` read as +0, i.e. padding), k in [k0, k0 + 8n):
+// an 8 x 8 transpose of the bf16 values per 8 k, then convert8 / store8.
+void pack_rows8(const GemmOperand& X, int64_t rows, int64_t Kp, int width, int64_t R0, int64_t k0, int64_t k1, Packed p) {
+  const uint16_t* src[8];
+  for (int r = 0; r < 8; ++r) src[r] = R0 + r < rows ? X.p + (R0 + r) * X.row_stride : nullptr;
+  for (int64_t k = k0; k + 8 <= k1; k += 8) {
+    __m128i x[8];
+    for (int r = 0; r < 8; ++r)
+      x[r] = src[r] ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[r] + k)) : _mm_setzero_si128();
+    const __m128i t0 = _mm_unpacklo_epi16(x[0], x[1]), t1 = _mm_unpackhi_epi16(x[0], x[1]);
+    const __m128i t2 = _mm_unpacklo_epi16(x[2], x[3]), t3 = _mm_unpackhi_epi16(x[2], x[3]);
+    const __m128i t4 = _mm_unpacklo_epi16(x[4], x[5]), t5 = _mm_unpackhi_epi16(x[4], x[5]);
+    const __m128i t6 = _mm_unpacklo_epi16(x[6], x[7]), t7 = _mm_unpackhi_epi16(x[6], x[7]);
+    const __m128i u0 = _mm_unpacklo_epi32(t0, t2), u1 = _mm_unpackhi_epi32(t0, t2);
+    const __m128i u2 = _mm_unpacklo_epi32(t1, t3), u3 = _mm_unpackhi_epi32(t1, t3);
+    const __m128i u4 = _mm_unpacklo_epi32(t4, t6), u5 = _mm_unpackhi_epi32(t4, t6);
+    const __m128i u6 = _mm_unpacklo_epi32(t5, t7), u7 = _mm_unpackhi_epi32(t5, t7);
+    const __m128i c[8] = {_mm_unpacklo_epi64(u0, u4), _mm_unpackhi_epi64(u0, u4), _mm_unpacklo_epi64(u1, u5),
+                          _mm_unpackhi_epi64(u1, u5), _mm_unpacklo_epi64(u2, u6), _mm_unpackhi_epi64(u2, u6),
+                          _mm_unpacklo_epi64(u3, u7), _mm_unpackhi_epi64(u3, u7)};
+    for (int j = 0; j < 8; ++j) {
+      __m256 val;
+      __m128i code;
+      convert8(c[j], &val, &code);
+      store8(p, Kp, width, R0, k + j, val, code);
+    }
+  }
+}
+#endif
+
+// Blocks [b0, b1) (rows blk*width ..) of operand X [rows, K], k in [k0, k1) of the padding to Kp: every entry
+// written, padding (rows >= rows, k >= K) as a zero operand. Row-contiguous operands are read along k;
+// transposed ones (row_stride 1) along the rows of all blocks of the range at once, one k at a time.
+void pack_range(const GemmOperand& X, int64_t rows, int64_t K, int64_t Kp, int width, int64_t b0, int64_t b1,
+                int64_t k0, int64_t k1, Packed p) {
+  const int64_t kend = std::min(k1, K);
+  if (X.row_stride == 1 && X.k_stride != 1) {
+    for (int64_t k = k0; k < kend; ++k) {
+      const uint16_t* src = k < X.k_split ? X.p + k * X.k_stride : X.p2 + (k - X.k_split) * X.k_stride;
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int live = static_cast<int>(std::clamp<int64_t>(rows - blk * width, 0, width));
+        float* val = p.val + (blk * Kp + k) * width;
+        int16_t* exp = p.exp + (blk * Kp + k) * width;
+        const uint16_t* s = src + blk * width;
+        int r = 0;
+#if defined(__AVX2__)
+        for (; r + 8 <= live; r += 8) {
+          __m256 v;
+          __m128i c;
+          convert8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + r)), &v, &c);
+          _mm256_storeu_ps(val + r, v);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(exp + r), c);
+        }
+#endif
+        for (; r < live; ++r) val[r] = pack_value(s[r]), exp[r] = pack_code(s[r]);
+      }
+    }
+  } else {
+    int64_t kdone = k0;  // k below this already packed by the vector path (all rows of the range)
+#if defined(__AVX2__)
+    if (X.k_stride == 1 && X.k_split >= kend && (width == 4 || width % 8 == 0) && ((b1 - b0) * width) % 8 == 0) {
+      kdone = k0 + (kend - k0) / 8 * 8;
+      for (int64_t R0 = b0 * width; R0 < b1 * width && R0 < rows; R0 += 8) pack_rows8(X, rows, Kp, width, R0, k0, kdone, p);
+    }
+#endif
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int live = static_cast<int>(std::clamp<int64_t>(rows - blk * width, 0, width));
+      float* val = p.val + blk * Kp * width;
+      int16_t* exp = p.exp + blk * Kp * width;
+      for (int r = 0; r < live; ++r) {
+        const int64_t row = blk * width + r;
+        if (X.k_stride == 1 && X.k_split >= kend) {
+          const uint16_t* src = X.p + row * X.row_stride;
+          for (int64_t k = kdone; k < kend; ++k) val[k * width + r] = pack_value(src[k]), exp[k * width + r] = pack_code(src[k]);
+        } else {
+          for (int64_t k = k0; k < kend; ++k) {
+            const uint16_t v = X.at(row, k);
+            val[k * width + r] = pack_value(v), exp[k * width + r] = pack_code(v);
+          }
+        }
       }
     }
   }
-  return p;
+  for (int64_t blk = b0; blk < b1; ++blk) {  // padding
+    const int live = static_cast<int>(std::clamp<int64_t>(rows - blk * width, 0, width));
+    for (int64_t k = k0; k < k1; ++k) {
+      float* val = p.val + (blk * Kp + k) * width;
+      int16_t* exp = p.exp + (blk * Kp + k) * width;
+      for (int r = k < K ? live : 0; r < width; ++r) val[r] = 0.0f, exp[r] = static_cast<int16_t>(kZeroCode);
+    }
+  }
 }
 
 struct GemmArgs {
   MmaModel model;
   int64_t M, N, K;
-  const uint16_t* A;
-  int64_t lda;
-  const uint16_t* B;
-  int64_t ldb;
+  GemmOperand A, B;
 };
+
+// The scalar step of element (m, n) at k0 from the operands (the redo path of the vector kernels).
+float scalar_step_at(const GemmArgs& g, int64_t m, int64_t n, int64_t k0, float acc) {
+  uint16_t a[16] = {}, b[16] = {};
+  const int64_t len = std::min<int64_t>(16, g.K - k0);
+  for (int64_t i = 0; i < len; ++i) a[i] = g.A.at(m, k0 + i), b[i] = g.B.at(n, k0 + i);
+  return mma_step_bf16(a, b, acc, g.model);
+}
 
 }  // namespace
 
@@ -201,7 +317,7 @@ inline void micro_step(const GemmArgs& g, const float* ap, const int16_t* ae, co
         for (int lane = 0; lane < 16; ++lane) {
           const int64_t n = n0 + v * 16 + lane;
           if (!((redo[r][v] >> lane) & 1) || m >= g.M || n >= g.N) continue;
-          new_lanes[lane] = scalar_step(g.model, g.K, g.A + m * g.lda, g.B + n * g.ldb, k0, old_lanes[lane]);
+          new_lanes[lane] = scalar_step_at(g, m, n, k0, old_lanes[lane]);
         }
         out = _mm512_load_ps(new_lanes);
       }
@@ -312,7 +428,7 @@ inline void micro_step(const GemmArgs& g, const float* ap, const int16_t* ae, co
         for (int lane = 0; lane < 8; ++lane) {
           const int64_t n = n0 + v * 8 + lane;
           if (!((redo[r][v] >> lane) & 1) || m >= g.M || n >= g.N) continue;
-          new_lanes[lane] = scalar_step(g.model, g.K, g.A + m * g.lda, g.B + n * g.ldb, k0, old_lanes[lane]);
+          new_lanes[lane] = scalar_step_at(g, m, n, k0, old_lanes[lane]);
         }
         out = _mm256_load_ps(new_lanes);
       }
@@ -341,45 +457,242 @@ struct Lanes {
 
 #if defined(CALICO_MODEL_GEMM_AVX512) || defined(CALICO_MODEL_GEMM_AVX2)
 
-// One blocked driver for both widths: C tiles loaded once, the K chain run in K blocks by micro_step, stored.
-void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
-                     const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
-  const MmaModelParams p = mma_model_params(model);
-  if (p.L != 16 || p.F != 25 || p.out_fraction_bits != 23 || M <= 0 || N <= 0 || K <= 0) {
-    model_gemm_bf16_scalar(model, M, N, K, A, lda, B, ldb, C, ldc);
-    return;
-  }
-  const int64_t Kp = (K + 15) / 16 * 16;
-  const Packed pa = pack(A, M, lda, K, Kp, kMr);
-  const Packed pb = pack(B, N, ldb, K, Kp, kNr);
-  const GemmArgs g{model, M, N, K, A, lda, B, ldb};
-  const int64_t m_tiles = (M + kMc - 1) / kMc, n_panels = (N + kNr - 1) / kNr;
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int64_t mt = 0; mt < m_tiles; ++mt) {
-    for (int64_t np = 0; np < n_panels; ++np) {
-      const int64_t n0 = np * kNr;
-      const Lanes::Mask lane_mask[2] = {Lanes::column_mask(N, n0, 0), Lanes::column_mask(N, n0, 1)};
-      const int64_t m_end = std::min<int64_t>(M, (mt + 1) * kMc);
-      for (int64_t kb = 0; kb < Kp; kb += kKc) {
-        const int64_t kb_end = std::min<int64_t>(Kp, kb + kKc);
-        for (int64_t m0 = mt * kMc; m0 < m_end; m0 += kMr) {
-          Lanes::Vec acc[kMr][2];
-          for (int r = 0; r < kMr; ++r)
-            for (int v = 0; v < 2; ++v)
-              acc[r][v] = m0 + r < M ? Lanes::load(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v])
-                                     : Lanes::zero();
-          const int64_t mb = m0 / kMr;
-          for (int64_t k0 = kb; k0 < kb_end; k0 += 16) {
-            micro_step(g, pa.val.data() + (mb * Kp + k0) * kMr, pa.exp.data() + (mb * Kp + k0) * kMr,
-                       pb.val.data() + (np * Kp + k0) * kNr, pb.exp.data() + (np * Kp + k0) * kNr, m0, n0, k0, acc);
-          }
-          for (int r = 0; r < kMr; ++r)
-            for (int v = 0; v < 2; ++v)
-              if (m0 + r < M) Lanes::store(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v], acc[r][v]);
-        }
+namespace {
+
+constexpr int64_t kPackBudget = int64_t{1} << 30;  // packed bytes per group of jobs
+
+int64_t packed_elems(int64_t rows, int64_t Kp, int width) { return (rows + width - 1) / width * Kp * width; }
+
+// One output tile (rows mt*kMc .., columns np*kNr ..) of job g over its whole K chain: C loaded once per K
+// block, the chain run in K order by micro_step, stored.
+void run_tile(const GemmArgs& g, const Packed& pa, const Packed& pb, float* C, int64_t ldc, int64_t mt, int64_t np) {
+  const int64_t M = g.M, N = g.N, Kp = (g.K + 15) / 16 * 16;
+  const int64_t n0 = np * kNr;
+  const Lanes::Mask lane_mask[2] = {Lanes::column_mask(N, n0, 0), Lanes::column_mask(N, n0, 1)};
+  const int64_t m_end = std::min<int64_t>(M, (mt + 1) * kMc);
+  for (int64_t kb = 0; kb < Kp; kb += kKc) {
+    const int64_t kb_end = std::min<int64_t>(Kp, kb + kKc);
+    for (int64_t m0 = mt * kMc; m0 < m_end; m0 += kMr) {
+      Lanes::Vec acc[kMr][2];
+      for (int r = 0; r < kMr; ++r)
+        for (int v = 0; v < 2; ++v)
+          acc[r][v] = m0 + r < M ? Lanes::load(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v])
+                                 : Lanes::zero();
+      const int64_t mb = m0 / kMr;
+      for (int64_t k0 = kb; k0 < kb_end; k0 += 16) {
+        micro_step(g, pa.val + (mb * Kp + k0) * kMr, pa.exp + (mb * Kp + k0) * kMr, pb.val + (np * Kp + k0) * kNr,
+                   pb.exp + (np * Kp + k0) * kNr, m0, n0, k0, acc);
       }
+      for (int r = 0; r < kMr; ++r)
+        for (int v = 0; v < 2; ++v)
+          if (m0 + r < M) Lanes::store(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v], acc[r][v]);
     }
   }
+}
+
+// Jobs with few rows and a row-contiguous B (the forward weights) do not pre-pack B: each item packs its
+// column panel one K block at a time into a thread-local buffer, right before the micro-kernel reads it,
+// so the weights are read once and the 3x larger packed copy never travels through memory.
+constexpr int64_t kStreamMaxRows = 4 * kMc;
+bool streams_b(const GemmJob& j) { return j.M <= kStreamMaxRows && j.B.k_stride == 1 && j.B.k_split >= j.K; }
+
+// Every row tile of column panel np of job g, B packed per K block on the fly (the same packed values as the
+// pre-packed path, so the same micro_step calls in the same K order per element).
+void run_panel_streaming_b(const GemmArgs& g, const Packed& pa, float* C, int64_t ldc, int64_t np) {
+  const int64_t M = g.M, N = g.N, K = g.K, Kp = (K + 15) / 16 * 16;
+  const int64_t n0 = np * kNr;
+  const Lanes::Mask lane_mask[2] = {Lanes::column_mask(N, n0, 0), Lanes::column_mask(N, n0, 1)};
+  alignas(64) float bval[kKc * kNr];
+  alignas(64) int16_t bexp[kKc * kNr];
+  GemmOperand panel = g.B;
+  panel.p += n0 * g.B.row_stride;
+  for (int64_t kb = 0; kb < Kp; kb += kKc) {
+    const int64_t kb_end = std::min<int64_t>(Kp, kb + kKc);
+    GemmOperand block = panel;
+    block.p += kb;  // k_stride 1
+    pack_range(block, std::min<int64_t>(kNr, N - n0), K - kb, kb_end - kb, kNr, 0, 1, 0, kb_end - kb, Packed{bval, bexp});
+    for (int64_t m0 = 0; m0 < M; m0 += kMr) {
+      Lanes::Vec acc[kMr][2];
+      for (int r = 0; r < kMr; ++r)
+        for (int v = 0; v < 2; ++v)
+          acc[r][v] = m0 + r < M ? Lanes::load(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v])
+                                 : Lanes::zero();
+      const int64_t mb = m0 / kMr;
+      for (int64_t k0 = kb; k0 < kb_end; k0 += 16) {
+        micro_step(g, pa.val + (mb * Kp + k0) * kMr, pa.exp + (mb * Kp + k0) * kMr, bval + (k0 - kb) * kNr,
+                   bexp + (k0 - kb) * kNr, m0, n0, k0, acc);
+      }
+      for (int r = 0; r < kMr; ++r)
+        for (int v = 0; v < 2; ++v)
+          if (m0 + r < M) Lanes::store(C + (m0 + r) * ldc + n0 + v * Lanes::kWidth, lane_mask[v], acc[r][v]);
+    }
+  }
+}
+
+// An operand to pack: identical (operand, rows, K, width) tuples share one packing.
+struct PackKey {
+  GemmOperand op;
+  int64_t rows, K;
+  int width;
+  bool same(const GemmOperand& o, int64_t r, int64_t k, int w) const {
+    return op.p == o.p && op.p2 == o.p2 && op.row_stride == o.row_stride && op.k_stride == o.k_stride &&
+           op.k_split == o.k_split && rows == r && K == k && width == w;
+  }
+};
+
+// The packed-operand storage, kept between batches: fresh gigabytes per GEMM phase cost more in page faults
+// (kernel zeroing, one thread) than the packing itself. One lease at a time; a concurrent caller gets its own.
+class PackArena {
+ public:
+  struct Lease {
+    explicit Lease(size_t elems) : lock(arena().mutex, std::try_to_lock) {
+      PackArena& a = arena();
+      if (lock.owns_lock()) {
+        if (a.capacity < elems) {
+          a.val.reset(), a.exp.reset();
+          a.val.reset(new float[elems]), a.exp.reset(new int16_t[elems]);
+          a.capacity = elems;
+        }
+        val = a.val.get(), exp = a.exp.get();
+      } else {
+        own_val.reset(new float[elems]), own_exp.reset(new int16_t[elems]);
+        val = own_val.get(), exp = own_exp.get();
+      }
+    }
+    std::unique_lock<std::mutex> lock;
+    std::unique_ptr<float[]> own_val;
+    std::unique_ptr<int16_t[]> own_exp;
+    float* val = nullptr;
+    int16_t* exp = nullptr;
+  };
+
+ private:
+  static PackArena& arena() {
+    static PackArena a;
+    return a;
+  }
+  std::mutex mutex;
+  size_t capacity = 0;
+  std::unique_ptr<float[]> val;
+  std::unique_ptr<int16_t[]> exp;
+};
+
+// The jobs of one group: packs every distinct operand (one parallel loop over all blocks), then one
+// parallel loop over every (job, row tile, column panel) item.
+void run_group(MmaModel model, const GemmJob* jobs, size_t count) {
+  std::vector<PackKey> keys;
+  std::vector<size_t> a_key(count), b_key(count);
+  auto key_of = [&](const GemmOperand& op, int64_t rows, int64_t K, int width) {
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i].same(op, rows, K, width)) return i;
+    keys.push_back({op, rows, K, width});
+    return keys.size() - 1;
+  };
+  for (size_t j = 0; j < count; ++j) {
+    a_key[j] = key_of(jobs[j].A, jobs[j].M, jobs[j].K, kMr);
+    b_key[j] = streams_b(jobs[j]) ? SIZE_MAX : key_of(jobs[j].B, jobs[j].N, jobs[j].K, kNr);
+  }
+  std::vector<int64_t> offset(keys.size() + 1, 0);
+  // Pack work: one block and all of K for row-contiguous operands; for transposed ones (row_stride 1) 256
+  // rows by 256 k, so each source row segment read is long and each k's page is touched once per range.
+  struct PackItem {
+    size_t key;
+    int64_t b0, b1, k0, k1;
+  };
+  std::vector<PackItem> pack_items;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const PackKey& k = keys[i];
+    const int64_t Kp = (k.K + 15) / 16 * 16, blocks = (k.rows + k.width - 1) / k.width;
+    offset[i + 1] = offset[i] + packed_elems(k.rows, Kp, k.width);
+    const bool transposed = k.op.row_stride == 1 && k.op.k_stride != 1;
+    const int64_t group = transposed ? std::max(1, 256 / k.width) : std::max(1, 8 / k.width), kchunk = transposed ? 256 : Kp;
+    for (int64_t b = 0; b < blocks; b += group)
+      for (int64_t kk = 0; kk < Kp; kk += kchunk)
+        pack_items.push_back({i, b, std::min(blocks, b + group), kk, std::min(Kp, kk + kchunk)});
+  }
+  PackArena::Lease lease(static_cast<size_t>(offset.back()));
+  float* const val = lease.val;
+  int16_t* const exp = lease.exp;
+  auto packed = [&](size_t key) { return Packed{val + offset[key], exp + offset[key]}; };
+  {
+    detail::ProfileScope profile_pack("  model gemm: operand packing");
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t i = 0; i < static_cast<int64_t>(pack_items.size()); ++i) {
+      const PackItem& it = pack_items[i];
+      const PackKey& k = keys[it.key];
+      pack_range(k.op, k.rows, k.K, (k.K + 15) / 16 * 16, k.width, it.b0, it.b1, it.k0, it.k1, packed(it.key));
+    }
+  }
+  struct Item {
+    size_t job;
+    int64_t mt, np;
+  };
+  std::vector<Item> items;
+  for (size_t j = 0; j < count; ++j) {
+    if (b_key[j] == SIZE_MAX) {  // one item per column panel, all rows (mt = -1)
+      for (int64_t np = 0; np < (jobs[j].N + kNr - 1) / kNr; ++np) items.push_back({j, -1, np});
+      continue;
+    }
+    for (int64_t mt = 0; mt < (jobs[j].M + kMc - 1) / kMc; ++mt)
+      for (int64_t np = 0; np < (jobs[j].N + kNr - 1) / kNr; ++np) items.push_back({j, mt, np});
+  }
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t i = 0; i < static_cast<int64_t>(items.size()); ++i) {
+    const GemmJob& job = jobs[items[i].job];
+    const GemmArgs g{model, job.M, job.N, job.K, job.A, job.B};
+    if (items[i].mt < 0) {
+      run_panel_streaming_b(g, packed(a_key[items[i].job]), job.C, job.ldc, items[i].np);
+      continue;
+    }
+    run_tile(g, packed(a_key[items[i].job]), packed(b_key[items[i].job]), job.C, job.ldc, items[i].mt, items[i].np);
+  }
+}
+
+// A job through the specification: its operands copied to row-major [M,K] and [N,K] first.
+void scalar_job(MmaModel model, const GemmJob& j) {
+  std::vector<uint16_t> a(static_cast<size_t>(j.M * j.K)), b(static_cast<size_t>(j.N * j.K));
+  for (int64_t m = 0; m < j.M; ++m)
+    for (int64_t k = 0; k < j.K; ++k) a[m * j.K + k] = j.A.at(m, k);
+  for (int64_t n = 0; n < j.N; ++n)
+    for (int64_t k = 0; k < j.K; ++k) b[n * j.K + k] = j.B.at(n, k);
+  model_gemm_bf16_scalar(model, j.M, j.N, j.K, a.data(), j.K, b.data(), j.K, j.C, j.ldc);
+}
+
+}  // namespace
+
+void model_gemm_bf16_batch(MmaModel model, const std::vector<GemmJob>& all) {
+  std::vector<GemmJob> jobs;
+  for (const GemmJob& j : all)
+    if (j.M > 0 && j.N > 0 && j.K > 0) jobs.push_back(j);  // an empty chain leaves C as it is
+  if (jobs.empty()) return;
+  const MmaModelParams p = mma_model_params(model);
+  if (p.L != 16 || p.F != 25 || p.out_fraction_bits != 23) {
+    for (const GemmJob& j : jobs) scalar_job(model, j);
+    return;
+  }
+  // Groups of consecutive jobs whose packed operands (counted without sharing) stay within the budget.
+  size_t begin = 0;
+  while (begin < jobs.size()) {
+    size_t end = begin;
+    int64_t bytes = 0;
+    while (end < jobs.size()) {
+      const GemmJob& j = jobs[end];
+      const int64_t Kp = (j.K + 15) / 16 * 16;
+      const int64_t b = 6 * (packed_elems(j.M, Kp, kMr) + (streams_b(j) ? 0 : packed_elems(j.N, Kp, kNr)));
+      if (end > begin && bytes + b > kPackBudget) break;
+      bytes += b;
+      ++end;
+    }
+    run_group(model, jobs.data() + begin, end - begin);
+    begin = end;
+  }
+}
+
+void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                     const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
+  GemmJob j;
+  j.M = M, j.N = N, j.K = K, j.A = {A, lda, 1}, j.B = {B, ldb, 1}, j.C = C, j.ldc = ldc;
+  model_gemm_bf16_batch(model, {j});
 }
 
 #else  // neither AVX-512 nor AVX2: the specification itself
@@ -387,6 +700,18 @@ void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint
 void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                      const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
   model_gemm_bf16_scalar(model, M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+void model_gemm_bf16_batch(MmaModel model, const std::vector<GemmJob>& jobs) {
+  for (const GemmJob& j : jobs) {
+    if (j.M <= 0 || j.N <= 0 || j.K <= 0) continue;
+    std::vector<uint16_t> a(static_cast<size_t>(j.M * j.K)), b(static_cast<size_t>(j.N * j.K));
+    for (int64_t m = 0; m < j.M; ++m)
+      for (int64_t k = 0; k < j.K; ++k) a[m * j.K + k] = j.A.at(m, k);
+    for (int64_t n = 0; n < j.N; ++n)
+      for (int64_t k = 0; k < j.K; ++k) b[n * j.K + k] = j.B.at(n, k);
+    model_gemm_bf16_scalar(model, j.M, j.N, j.K, a.data(), j.K, b.data(), j.K, j.C, j.ldc);
+  }
 }
 
 #endif

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
+#include <vector>
 
 #include "calico/numerics.h"
 
@@ -13,6 +15,35 @@ namespace calico::ref {
 // OpenMP parallelism over output elements only: the result does not depend on the thread count.
 void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                      const uint16_t* B, int64_t ldb, float* C, int64_t ldc);
+
+// A bf16 operand of a batched GEMM, addressed by (row, k): element (row, k) is p[row * row_stride + k * k_stride]
+// for k < k_split and p2[row * row_stride + (k - k_split) * k_stride] from k_split on (a concatenation along K
+// of two matrices with the same strides). k_stride = 1 is a row-major [rows, K] matrix; row_stride = 1 is its
+// transpose read in place. Only the addressing differs: the chain of each output element is the same one.
+struct GemmOperand {
+  const uint16_t* p = nullptr;
+  int64_t row_stride = 0, k_stride = 1;
+  const uint16_t* p2 = nullptr;
+  int64_t k_split = std::numeric_limits<int64_t>::max();
+  uint16_t at(int64_t row, int64_t k) const {
+    return k < k_split ? p[row * row_stride + k * k_stride] : p2[row * row_stride + (k - k_split) * k_stride];
+  }
+};
+
+// One GEMM of a batch: C[M,N] (stride ldc) <- chain over K of A(m,:) . B(n,:), starting from C.
+struct GemmJob {
+  int64_t M = 0, N = 0, K = 0;
+  GemmOperand A, B;
+  float* C = nullptr;
+  int64_t ldc = 0;
+};
+
+// Every job of the batch, with the bits of model_gemm_bf16 on the same operands (and of the scalar
+// specification). The jobs' C ranges must be disjoint and no job may read another's C. The work of all
+// jobs is one parallel loop over (job, row tile, column panel) items, operands packed once per batch
+// (identical operands are packed once); groups of jobs bound the packed bytes. Each output element's chain
+// runs in one item in K order, so neither the grouping nor the thread count changes a bit.
+void model_gemm_bf16_batch(MmaModel model, const std::vector<GemmJob>& jobs);
 
 // The same chain written directly with mma_step_bf16, one element at a time: the specification the fast
 // model_gemm_bf16 is tested against.

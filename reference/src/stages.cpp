@@ -126,14 +126,16 @@ std::vector<RowBuffer> expert_forward(const LayerSpec& spec, const Schedule& s, 
   const int H = spec.hidden, I = spec.intermediate;
   const auto where = locate_rows(s, rank, received, H);
   saved.assign(s.experts_per_rank, FfnSaved{});
-  std::vector<std::vector<uint16_t>> y(s.experts_per_rank);
-  for (int le = 0; le < s.experts_per_rank; ++le) {
-    const auto X = gather(where[le], received, H);
+  std::vector<std::vector<uint16_t>> y(s.experts_per_rank), X(s.experts_per_rank);
+  std::vector<detail::FfnForwardTask> tasks(s.experts_per_rank);
+  for (int le = 0; le < s.experts_per_rank; ++le) {  // all local experts in one batch (ffn.h)
+    X[le] = gather(where[le], received, H);
     const int64_t n = static_cast<int64_t>(where[le].size());
     y[le].resize(static_cast<size_t>(n * H));
     const size_t wo = static_cast<size_t>(le) * I * H;
-    detail::ffn_forward(spec, I, n, X.data(), w.w_gate + wo, w.w_up + wo, w.w_down + wo, saved[le], y[le].data());
+    tasks[le] = {I, n, X[le].data(), w.w_gate + wo, w.w_up + wo, w.w_down + wo, &saved[le], y[le].data()};
   }
+  detail::ffn_forward_batch(spec, tasks);
   return pack_combine(s, rank, y, H);
 }
 
@@ -179,13 +181,15 @@ std::vector<RowBuffer> expert_backward(const LayerSpec& spec, const Schedule& s,
                                        const std::vector<FfnSaved>& saved, const ExpertGrads& grads) {
   const int H = spec.hidden, I = spec.intermediate;
   const auto where = locate_rows(s, rank, received, H);
-  std::vector<std::vector<uint16_t>> dx(s.experts_per_rank);
-  for (int le = 0; le < s.experts_per_rank; ++le) {
+  std::vector<std::vector<uint16_t>> dx(s.experts_per_rank), d_ys(s.experts_per_rank);
+  std::vector<detail::FfnBackwardTask> tasks(s.experts_per_rank);
+  for (int le = 0; le < s.experts_per_rank; ++le) {  // all local experts in one batch (ffn.h)
     const int e = rank * s.experts_per_rank + le;
     const auto d_out = gather(where[le], received, H);
     const int64_t n = static_cast<int64_t>(where[le].size());
     // d_y = bf16(w_k * d_out), fp32 multiply.
-    std::vector<uint16_t> d_y(static_cast<size_t>(n * H));
+    std::vector<uint16_t>& d_y = d_ys[le];
+    d_y.resize(static_cast<size_t>(n * H));
 #pragma omp parallel for schedule(static) if (n * H >= kParallelMin)
     for (int64_t i = 0; i < n; ++i) {
       const float wk = routing.weight(s.expert_rows[e][i].token, s.expert_rows[e][i].k);
@@ -193,9 +197,10 @@ std::vector<RowBuffer> expert_backward(const LayerSpec& spec, const Schedule& s,
     }
     dx[le].resize(static_cast<size_t>(n * H));
     const size_t wo = static_cast<size_t>(le) * I * H;
-    detail::ffn_backward(spec, I, saved[le], d_y.data(), w.w_gate + wo, w.w_up + wo, w.w_down + wo, dx[le].data(),
-                         grads.d_w_gate + wo, grads.d_w_up + wo, grads.d_w_down + wo);
+    tasks[le] = {I, &saved[le], d_y.data(), w.w_gate + wo, w.w_up + wo, w.w_down + wo, dx[le].data(),
+                 grads.d_w_gate + wo, grads.d_w_up + wo, grads.d_w_down + wo};
   }
+  detail::ffn_backward_batch(spec, tasks);
   return pack_combine(s, rank, dx, H);
 }
 

@@ -185,6 +185,85 @@ TEST(ModelGemm, BlackwellBf16SameChain) {
   for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "element " << i;
 }
 
+// model_gemm_bf16_batch (the reference's expert stages): several jobs in one batch, operands row-major,
+// transposed and read in place (row_stride 1), and K-concatenations of two transposed matrices (the d_x
+// GEMM's [Wg^T | Wu^T], split at K multiples of 16 and not), shared operands (packed once), an empty job,
+// few rows (B packed per K block inside each item) and many (B pre-packed);
+// each job equal to the scalar specification on the materialised operands, at 1 and 2 threads.
+TEST(ModelGemm, BatchStridedOperandsEqualScalar) {
+  std::mt19937_64 rng(77);
+  struct Owned {
+    std::vector<uint16_t> a, a2;  // storage
+    GemmOperand op;
+  };
+  // An operand of `rows` x K in one of three layouts, values from `mix`.
+  auto make = [&](int64_t rows, int64_t K, int layout, Mix mix) {
+    Owned o;
+    if (layout == 0) {  // row-major, padded stride
+      const int64_t ld = K + 5;
+      o.a.resize(rows * ld);
+      for (auto& v : o.a) v = draw(mix, rng);
+      o.op = {o.a.data(), ld, 1};
+    } else if (layout == 1 || K < 2) {  // transposed: [K, rows] with stride rows + 3
+      const int64_t ld = rows + 3;
+      o.a.resize(K * ld);
+      for (auto& v : o.a) v = draw(mix, rng);
+      o.op = {o.a.data(), 1, ld};
+    } else {  // K-concatenation of two transposed matrices, split at s
+      const int64_t split = std::max<int64_t>(1, K / 2 - static_cast<int64_t>(rng() % 3)), ld = rows + 1;
+      o.a.resize(split * ld), o.a2.resize((K - split) * ld + 1);
+      for (auto& v : o.a) v = draw(mix, rng);
+      for (auto& v : o.a2) v = draw(mix, rng);
+      o.op = {o.a.data(), 1, ld, o.a2.data(), split};
+    }
+    return o;
+  };
+  for (int round = 0; round < 12; ++round) {
+    const Mix mix = static_cast<Mix>(round % 6);
+    std::vector<Owned> ops;
+    std::vector<GemmJob> jobs;
+    std::vector<std::vector<float>> c0;
+    ops.reserve(64);
+    const int count = 2 + round % 5;
+    for (int j = 0; j < count; ++j) {
+      GemmJob g;
+      g.M = 1 + rng() % 80, g.N = 1 + rng() % 70, g.K = (j == 0 && round == 3) ? 0 : 1 + rng() % 300;
+      if (round % 4 == 1) g.K = 64;  // split at 32: a K multiple of 16
+      if (round % 3 == 2 && j == 1) g.M = 257 + rng() % 60;  // above the streamed-B row limit: B pre-packed
+      ops.push_back(make(g.M, g.K, static_cast<int>(rng() % 3), mix));
+      g.A = ops.back().op;
+      if (j > 0 && rng() % 3 == 0 && jobs[j - 1].N == g.N && jobs[j - 1].K == g.K) g.B = jobs[j - 1].B;
+      else ops.push_back(make(g.N, g.K, static_cast<int>(rng() % 3), mix)), g.B = ops.back().op;
+      g.ldc = g.N + 1;
+      c0.emplace_back(g.M * g.ldc);
+      for (auto& v : c0.back()) v = draw_c(mix, rng);
+      jobs.push_back(g);
+    }
+    std::vector<std::vector<float>> want = c0;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const GemmJob& g = jobs[j];
+      std::vector<uint16_t> a(g.M * g.K), b(g.N * g.K);
+      for (int64_t m = 0; m < g.M; ++m)
+        for (int64_t k = 0; k < g.K; ++k) a[m * g.K + k] = g.A.at(m, k);
+      for (int64_t n = 0; n < g.N; ++n)
+        for (int64_t k = 0; k < g.K; ++k) b[n * g.K + k] = g.B.at(n, k);
+      model_gemm_bf16_scalar(MmaModel::hopper_bf16, g.M, g.N, g.K, a.data(), g.K, b.data(), g.K, want[j].data(), g.ldc);
+    }
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      std::vector<std::vector<float>> got = c0;
+      for (size_t j = 0; j < jobs.size(); ++j) jobs[j].C = got[j].data();
+      model_gemm_bf16_batch(MmaModel::hopper_bf16, jobs);
+      for (size_t j = 0; j < jobs.size(); ++j)
+        for (size_t i = 0; i < got[j].size(); ++i)
+          ASSERT_EQ(f32_bits(got[j][i]), f32_bits(want[j][i]))
+              << "round " << round << " job " << j << " (M=" << jobs[j].M << " N=" << jobs[j].N << " K=" << jobs[j].K
+              << ") element " << i << " threads " << threads;
+    }
+    omp_set_num_threads(2);
+  }
+}
+
 // ---- Blackwell MXFP8 (model_gemm_mxfp8_blackwell vs its scalar specification) ----------------------------
 // e4m3 elements of every kind (zeros of both signs, subnormals, normals, the NaN code), E8M0 scales near 2^0,
 // anywhere, at the extremes and NaN, whole zero rows (issue 10's case), C of every kind; odd shapes, 1 vs 2
