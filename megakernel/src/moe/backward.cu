@@ -22,6 +22,7 @@
 #include "dispatch/rows.cuh"
 #include "gemm/epilogue.cuh"
 #include "moe/params.cuh"
+#include "moe/persistent.cuh"
 
 namespace calico::gpu::mk {
 namespace {
@@ -55,7 +56,7 @@ struct BwdPlan {
   int wd_m, wd_n, wds_n, wg_m, wgs_m, wg_n;  // wgrad tile grids
   int ends[10];
   int total;
-  __device__ explicit BwdPlan(const BackwardParams& p) {
+  __device__ explicit BwdPlan(const BackwardParams& params) : p(params) {
     const LayerDims& d = p.d;
     mt = p.sch.totals[1];
     mts = d.shared_mtiles();
@@ -78,7 +79,8 @@ struct BwdPlan {
   }
   __device__ int total_dx() const { return (mts + mt) * nd; }
 
-  __device__ BwdTask decode(const BackwardParams& p, int id) const {
+  const BackwardParams& p;
+  __device__ BwdTask decode(int id) const {
     int phase = 0;
     while (id >= ends[phase]) ++phase;
     const int j = id - (phase == 0 ? 0 : ends[phase - 1]);
@@ -373,45 +375,19 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   extern __shared__ uint8_t smem_raw[];
   GemmSmem& s = gemm_smem(smem_raw);
   const BwdPlan plan(p);
-  if (static_cast<int>(blockIdx.x) < p.n_comm) {
-    const long long c0 = clock64();
-    backward_comm(p, plan, s);
-    if (threadIdx.x == 0) profile_add(p.sync, kProfComm, clock64() - c0);
-    return;
-  }
-  const int ci = blockIdx.x - p.n_comm, nc = gridDim.x - p.n_comm;
-  if (threadIdx.x == 0) pipeline_init(s);
-  __syncthreads();
-  // NOTE: the role is a warp-uniform value (a shuffle), so the consumer branch is not a divergent path
-  // for ptxas, which would otherwise serialise its wgmma.
-  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
-  if (warpgroup == 0) {
-    cutlass::arch::warpgroup_reg_dealloc<40>();
-    if (threadIdx.x == 0) {
-      PipeState ps;
-      for (int id = ci; id < plan.total; id += nc)
-        if (!produce(p, s, ps, plan.decode(p, id), id, plan)) break;
-    }
-    return;
-  }
-  cutlass::arch::warpgroup_reg_alloc<232>();
-  const int ctid = threadIdx.x - 128;
-  PipeState ps;
-  for (int id = ci; id < plan.total; id += nc) {
-    const long long c0 = clock64();
-    const BwdTask t = plan.decode(p, id);
-    bool ok;
-    switch (t.kind) {
-      case kDh: ok = consume_dh(p, s, ps, t, id, ctid); break;
-      case kDx: ok = consume_dx(p, s, ps, t, id, ctid); break;
-      default: ok = consume_wgrad(p, s, ps, t, id, ctid); break;
-    }
-    if (!ok) return;
-    if (ctid == 0) profile_add(p.sync, kProfTasks, clock64() - c0);
-  }
-  const long long c1 = clock64();
-  backward_tail(p, plan, ctid, kConsumerThreads, s.task_slot, [] { consumer_barrier(); });
-  if (ctid == 0) profile_add(p.sync, kProfTail, clock64() - c1);
+  run_persistent(
+      p.sync, p.n_comm, s, plan, [&] { backward_comm(p, plan, s); },
+      [&](PipeState& ps, const BwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
+      [&](PipeState& ps, const BwdTask& t, int id, int ctid) {
+        bool ok;
+        switch (t.kind) {
+          case kDh: ok = consume_dh(p, s, ps, t, id, ctid); break;
+          case kDx: ok = consume_dx(p, s, ps, t, id, ctid); break;
+          default: ok = consume_wgrad(p, s, ps, t, id, ctid); break;
+        }
+        return ok;
+      },
+      [&](int ctid) { backward_tail(p, plan, ctid, kConsumerThreads, s.task_slot, [] { consumer_barrier(); }); });
 #else
   __trap();  // not an sm_90a build: the host refuses other devices first
 #endif

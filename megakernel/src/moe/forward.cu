@@ -16,6 +16,7 @@
 #include "dispatch/rows.cuh"
 #include "gemm/epilogue.cuh"
 #include "moe/params.cuh"
+#include "moe/persistent.cuh"
 
 namespace calico::gpu::mk {
 namespace {
@@ -35,7 +36,7 @@ struct FwdTask {
 struct FwdPlan {
   int mt, mts, ngu, ngus, nd;
   int end_sgu, end_rgu, end_sd, total;
-  __device__ explicit FwdPlan(const ForwardParams& p) {
+  __device__ explicit FwdPlan(const ForwardParams& params) : p(params) {
     mt = p.sch.totals[1];
     mts = p.d.shared_mtiles();
     ngu = ceil_div(p.d.I, kGateUpN);
@@ -47,7 +48,8 @@ struct FwdPlan {
     total = end_sd + mt * nd;
   }
   __device__ int total_down() const { return (mts + mt) * nd; }
-  __device__ FwdTask decode(const ForwardParams& p, int id) const {
+  const ForwardParams& p;
+  __device__ FwdTask decode(int id) const {
     FwdTask t{};
     int j, n_per_m;
     if (id < end_sgu) {
@@ -224,41 +226,14 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   extern __shared__ uint8_t smem_raw[];
   GemmSmem& s = gemm_smem(smem_raw);
   const FwdPlan plan(p);
-  if (static_cast<int>(blockIdx.x) < p.n_comm) {
-    const long long c0 = clock64();
-    forward_comm(p, plan, s);
-    if (threadIdx.x == 0) profile_add(p.sync, kProfComm, clock64() - c0);
-    return;
-  }
-  const int ci = blockIdx.x - p.n_comm, nc = gridDim.x - p.n_comm;
-  if (threadIdx.x == 0) pipeline_init(s);
-  __syncthreads();
-  // NOTE: the role is a warp-uniform value (a shuffle), so the consumer branch is not a divergent path
-  // for ptxas, which would otherwise serialise its wgmma.
-  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
-  if (warpgroup == 0) {  // producer warpgroup: one thread issues every TMA load
-    cutlass::arch::warpgroup_reg_dealloc<40>();
-    if (threadIdx.x == 0) {
-      PipeState ps;
-      for (int id = ci; id < plan.total; id += nc)
-        if (!produce(p, s, ps, plan.decode(p, id), id, plan)) break;
-    }
-    return;
-  }
-  cutlass::arch::warpgroup_reg_alloc<232>();
-  const int ctid = threadIdx.x - 128;
-  PipeState ps;
-  for (int id = ci; id < plan.total; id += nc) {
-    const long long c0 = clock64();
-    const FwdTask t = plan.decode(p, id);
-    const bool ok = (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) ? consume_gateup(p, s, ps, t, id, ctid)
-                                                                          : consume_down(p, s, ps, t, id, ctid);
-    if (!ok) return;
-    if (ctid == 0) profile_add(p.sync, kProfTasks, clock64() - c0);
-  }
-  const long long c1 = clock64();
-  forward_tail(p, plan, ctid, kConsumerThreads, s.task_slot, [] { consumer_barrier(); });
-  if (ctid == 0) profile_add(p.sync, kProfTail, clock64() - c1);
+  run_persistent(
+      p.sync, p.n_comm, s, plan, [&] { forward_comm(p, plan, s); },
+      [&](PipeState& ps, const FwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
+      [&](PipeState& ps, const FwdTask& t, int id, int ctid) {
+        return (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) ? consume_gateup(p, s, ps, t, id, ctid)
+                                                                    : consume_down(p, s, ps, t, id, ctid);
+      },
+      [&](int ctid) { forward_tail(p, plan, ctid, kConsumerThreads, s.task_slot, [] { consumer_barrier(); }); });
 #else
   __trap();  // not an sm_90a build: launch_forward refuses other devices first
 #endif
