@@ -18,5 +18,7 @@ fi
 # --no-deps -d .whl`).
 if ! python3 -c "import cutlass_library" >/dev/null 2>&1; then
   echo "installing: nvidia-cutlass==4.2.0.0 (pip)"
-  python3 -m pip install -q --no-deps nvidia-cutlass==4.2.0.0
+  # (a Debian system python refuses plain pip installs: PEP 668)
+  python3 -m pip install -q --no-deps nvidia-cutlass==4.2.0.0 ||
+    python3 -m pip install -q --no-deps --break-system-packages nvidia-cutlass==4.2.0.0
 fi
