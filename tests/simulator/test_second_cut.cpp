@@ -13,21 +13,12 @@
 #include "calico/data.h"
 #include "calico/error.h"
 #include "calico/simulator.h"
+#include "sim_test_util.h"
 #include "network.h"
 
 namespace calico::sim {
 namespace {
 
-RunConfig run(int ranks, int tokens, int minibatch, int sms, Direction d, Direction c) {
-  RunConfig r;
-  r.ranks = ranks;
-  r.tokens_per_rank = tokens;
-  r.minibatch = minibatch;
-  r.comm_sms_forward = r.comm_sms_backward = sms;
-  r.dispatch_forward = r.dispatch_backward = d;
-  r.combine_forward = r.combine_backward = c;
-  return r;
-}
 
 Traffic zipf_traffic(const LayerSpec& s, const RunConfig& r, double skew, uint64_t seed = 3) {
   if (skew == 0) return traffic_uniform(s, r.ranks, r.tokens_per_rank, r.minibatch_tokens(), seed);

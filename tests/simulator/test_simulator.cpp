@@ -12,20 +12,11 @@
 #include "calico/error.h"
 #include "calico/schedule.h"
 #include "calico/simulator.h"
+#include "sim_test_util.h"
 
 namespace calico::sim {
 namespace {
 
-RunConfig run(int ranks, int tokens, int minibatch, int sms, Direction d, Direction c) {
-  RunConfig r;
-  r.ranks = ranks;
-  r.tokens_per_rank = tokens;
-  r.minibatch = minibatch;
-  r.comm_sms_forward = r.comm_sms_backward = sms;
-  r.dispatch_forward = r.dispatch_backward = d;
-  r.combine_forward = r.combine_backward = c;
-  return r;
-}
 
 SimResult sim(const Topology& t, const LayerSpec& s, const RunConfig& r, SimOptions o = {}) {
   return simulate(t, s, r, traffic_uniform(s, r.ranks, r.tokens_per_rank, r.minibatch_tokens(), 7), o);
@@ -45,9 +36,9 @@ TEST(Calibration, ShippedH200TopologyReproducesEveryScenarioWithin5Percent) {
   }
 }
 
-TEST(Calibration, FitFromAPerturbedStartReachesWithin5Percent) {
+// h200x2 with its fitted parameters moved far away: the start of the calibration tests.
+Topology perturbed_h200x2() {
   Topology t = load_topology("h200x2");
-  // Start far from the shipped fit: the fit must find its way back from the data alone.
   t.link_efficiency = 0.6;
   t.push_store_gbps_per_sm = 80;
   t.remote_mem_latency_ns = 900;
@@ -56,6 +47,12 @@ TEST(Calibration, FitFromAPerturbedStartReachesWithin5Percent) {
   t.nccl_launch_ns = 20000;
   t.nccl_channel_bytes = 1e5;
   t.nccl_channel_gbps = 60;
+  return t;
+}
+
+TEST(Calibration, FitFromAPerturbedStartReachesWithin5Percent) {
+  // Start far from the shipped fit: the fit must find its way back from the data alone.
+  Topology t = perturbed_h200x2();
   const CalibrationData d = load_calibration("h200x2");
   const CalibrationResult r = calibrate(t, d);
   ASSERT_EQ(r.predicted.size(), d.measurements.size());
@@ -68,15 +65,7 @@ TEST(Calibration, FitFromAPerturbedStartReachesWithin5Percent) {
 // Held-out check (issue 9: the fit used to be judged only on the data it was fitted to): fit from the
 // perturbed start on all measurements but one per curve, then predict the held-out ones.
 TEST(Calibration, FitPredictsHeldOutMeasurements) {
-  Topology t = load_topology("h200x2");
-  t.link_efficiency = 0.6;
-  t.push_store_gbps_per_sm = 80;
-  t.remote_mem_latency_ns = 900;
-  t.reverse_overhead = 0.15;
-  t.hop_latency_ns = 150;
-  t.nccl_launch_ns = 20000;
-  t.nccl_channel_bytes = 1e5;
-  t.nccl_channel_gbps = 60;
+  Topology t = perturbed_h200x2();
   const CalibrationData all = load_calibration("h200x2");
   CalibrationData train = all, held;
   train.measurements.clear();
