@@ -4,6 +4,7 @@
 // baseline and the dense-GEMM ceiling run beside it in scripts/bench_megakernel.sh.
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -21,8 +22,9 @@ struct BenchOptions {
   std::string routing = "uniform";
   uint64_t seed = 1;
   int iters = 20, warmup = 3;
-  int comm_sms = 16;
-  int comm_sms_backward = 0;  // 0: as --comm-sms
+  std::string dispatch = "pull";
+  std::optional<int> comm_sms;           // unset: 0 with pull, 16 with push
+  std::optional<int> comm_sms_backward;  // unset: as --comm-sms
   int ctas = 0;
   bool profile = false;
   std::string json;
@@ -32,16 +34,21 @@ int bench_command(const BenchOptions& o) {
   require(o.iters >= 1 && o.iters <= 10000, "--iters must be in [1, 10000], got {}", o.iters);
   require(o.warmup >= 0 && o.warmup <= 1000, "--warmup must be in [0, 1000], got {}", o.warmup);
   require(o.tokens >= 1 && o.tokens <= (1 << 20), "--tokens must be in [1, {}], got {}", 1 << 20, o.tokens);
-  require(o.comm_sms >= 1 && o.comm_sms <= 1024, "--comm-sms must be in [1, 1024], got {}", o.comm_sms);
   require(o.ctas >= 0 && o.ctas <= 4096, "--ctas must be in [0, 4096] (0 = every SM), got {}", o.ctas);
   if (!o.json.empty()) check_output_path(o.json, "--json");  // before the work, not after it
   const LayerSpec spec = load_preset(o.preset);
   const Routing routing = make_routing(spec, o.tokens, RoutingSource::parse(o.routing), o.seed);
   gpu::MoeOptions mo;
-  require(o.comm_sms_backward >= 0 && o.comm_sms_backward <= 1024,
-          "--comm-sms-backward must be in [0, 1024] (0 = as --comm-sms), got {}", o.comm_sms_backward);
-  mo.comm_ctas_forward = o.comm_sms;
-  mo.comm_ctas_backward = o.comm_sms_backward > 0 ? o.comm_sms_backward : o.comm_sms;
+  require(o.dispatch == "pull" || o.dispatch == "push", "--dispatch must be pull or push, got '{}'", o.dispatch);
+  mo.pull = o.dispatch == "pull";
+  const int lo = mo.pull ? 0 : 1;
+  const int comm = o.comm_sms.value_or(mo.pull ? 0 : 16);
+  const int comm_bwd = o.comm_sms_backward.value_or(comm);
+  require(comm >= lo && comm <= 1024, "--comm-sms must be in [{}, 1024] with --dispatch {}, got {}", lo, o.dispatch, comm);
+  require(comm_bwd >= lo && comm_bwd <= 1024, "--comm-sms-backward must be in [{}, 1024] with --dispatch {}, got {}",
+          lo, o.dispatch, comm_bwd);
+  mo.comm_ctas_forward = comm;
+  mo.comm_ctas_backward = comm_bwd;
   mo.ctas = o.ctas;
   mo.profile = o.profile;
   gpu::MoeLayer layer(spec, o.tokens, mo);
@@ -66,7 +73,8 @@ int bench_command(const BenchOptions& o) {
     j["preset"] = spec.name;
     j["tokens"] = o.tokens;
     j["routing"] = o.routing;
-    j["comm_sms"] = o.comm_sms;
+    j["dispatch"] = o.dispatch;
+    j["comm_sms"] = mo.comm_ctas_forward;
     j["comm_sms_backward"] = mo.comm_ctas_backward;
     j["iters"] = o.iters;
     j["forward_ms"] = fwd;
@@ -89,11 +97,15 @@ Registrar bench("bench", "Time the megakernel layer (forward, forward + backward
   sub.add_option("--seed", o->seed, "Seed of routing and inputs")->check(unsigned_value())->capture_default_str();
   sub.add_option("--iters", o->iters, "Timed iterations (the median is reported)")->capture_default_str();
   sub.add_option("--warmup", o->warmup, "Untimed forward + backward iterations first")->capture_default_str();
-  sub.add_option("--comm-sms", o->comm_sms, "Data-movement CTAs of the forward (and backward) launch, in [1, 1024]")
+  sub.add_option("--dispatch", o->dispatch,
+                 "pull: the compute CTAs gather token rows straight into shared memory (no data-movement CTAs "
+                 "needed); push: data-movement CTAs dispatch rows into expert-major buffers first")
       ->capture_default_str();
+  sub.add_option("--comm-sms", o->comm_sms,
+                 "Data-movement CTAs of the forward (and backward) launch: [1, 1024] with push (default 16), "
+                 "[0, 1024] with pull (default 0; they run only the combine and router-gradient tails)");
   sub.add_option("--comm-sms-backward", o->comm_sms_backward,
-                 "Data-movement CTAs of the backward launch, in [0, 1024] (0 = as --comm-sms)")
-      ->capture_default_str();
+                 "Data-movement CTAs of the backward launch (default: as --comm-sms)");
   sub.add_option("--ctas", o->ctas, "CTAs per launch (0 = every SM)")->capture_default_str();
   sub.add_option("--json", o->json, "Also write the result as JSON here");
   sub.add_flag("--profile", o->profile, "Also print where the SM cycles went (waits per stage, main loops, epilogues)");

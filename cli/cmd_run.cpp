@@ -34,6 +34,7 @@ struct RunOptions {
   bool forward_only = false;
   int minibatch = 0;    // tokens per rank per minibatch (0 = all)
   int comm_sms = 16;    // communication (data-movement) SMs, forward and backward
+  std::string dispatch = "push";  // dispatch (and combine) direction of both passes
   int runs = 1;         // runs written to --out (harness)
   std::string out;      // HDF5 trace path (harness/TRACE_FORMAT.md); empty = none
 };
@@ -69,6 +70,11 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
       ->capture_default_str();
   sub.add_option("--comm-sms", o.comm_sms, "Communication SMs per GPU in [1, 1024], both passes (megakernel: data-movement CTAs)")
       ->capture_default_str();
+  sub.add_option("--dispatch", o.dispatch,
+                 "Dispatch direction push | pull, both passes (megakernel at R = 1: pull = the compute CTAs gather "
+                 "token rows themselves, no data-movement CTAs; push = --comm-sms CTAs dispatch first); results do "
+                 "not depend on it")
+      ->capture_default_str();
   sub.add_option("--runs", o.runs, "Runs recorded in the --out trace, in [1, 10000] (each one a full layer run)")->capture_default_str();
   sub.add_option("--out", o.out, "Write an HDF5 trace of every run, rank and tensor (harness/TRACE_FORMAT.md)");
   sub.footer(
@@ -94,6 +100,8 @@ RunRequest make_request(const RunOptions& o) {
   req.config.seed = o.seed;
   req.config.minibatch = o.minibatch;
   req.config.comm_sms_forward = req.config.comm_sms_backward = o.comm_sms;
+  require(o.dispatch == "push" || o.dispatch == "pull", "--dispatch must be push or pull, got '{}'", o.dispatch);
+  req.config.dispatch_forward = req.config.dispatch_backward = parse_direction(o.dispatch);
   require(o.tokens >= 1, "--tokens must be >= 1, got {}", o.tokens);
   require(o.ranks >= 1, "--ranks must be >= 1, got {}", o.ranks);
   require(req.spec.experts % o.ranks == 0, "--ranks must divide the preset's experts E={}, got {}",

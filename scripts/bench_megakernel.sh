@@ -14,9 +14,13 @@ status=0
 : > "$OUT/bench.jsonl"
 for row in "qwen3-30b-a3b 16384" "deepseek-v3-routed 8192"; do
   set -- $row
-  "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --comm-sms "${COMM_FWD:-32}" \
-    --comm-sms-backward "${COMM_BWD:-16}" --json "$OUT/bench-row.json" || status=1
+  "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --dispatch pull --json "$OUT/bench-row.json" || status=1
   [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
+  if [ "${PUSH:-1}" = 1 ]; then  # the push path (data-movement CTAs) beside it
+    "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --dispatch push --comm-sms "${COMM_FWD:-32}" \
+      --comm-sms-backward "${COMM_BWD:-16}" --json "$OUT/bench-row.json" || status=1
+    [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
+  fi
   python3 bench/torch_moe_baseline.py --preset "$1" --tokens "$2" --iters "$ITERS" --json "$OUT/bench-row.json" || status=1
   [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
   rm -f "$OUT/bench-row.json"
@@ -24,9 +28,10 @@ done
 python3 - "$OUT/bench.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print(f"{'backend':22} {'preset':20} {'T':>6} {'fwd ms':>8} {'TF/s':>6} {'fwd+bwd ms':>11} {'TF/s':>6}")
+print(f"{'backend':28} {'preset':20} {'T':>6} {'fwd ms':>8} {'TF/s':>6} {'fwd+bwd ms':>11} {'TF/s':>6}")
 for r in rows:
-    print(f"{r['backend']:22} {r['preset']:20} {r['tokens']:6d} {r['forward_ms']:8.3f} {r['forward_tflops']:6.1f} "
+    name = r['backend'] + (f" {r['dispatch']}" if 'dispatch' in r else "")
+    print(f"{name:28} {r['preset']:20} {r['tokens']:6d} {r['forward_ms']:8.3f} {r['forward_tflops']:6.1f} "
           f"{r['forward_backward_ms']:11.3f} {r['forward_backward_tflops']:6.1f}")
 PY
 exit $status

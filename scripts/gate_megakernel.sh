@@ -5,6 +5,8 @@
 #  2. digest comparisons (no traces: full-size tensors are GBs) of the reference and the megakernel at several
 #     SM splits: qwen3-30b-a3b T = 2048 (uniform, zipf:1.2, adversarial, clamp) and deepseek-v3's shape
 #     (H, I, K, I_s) with 32 experts, T = 512 (the CPU reference runs ~20 GFLOP/s there: issue 12).
+#     DIGEST_ONLY="PRESET T ROUTING CLAMP;..." replaces that list (e.g. "deepseek-v3 2048 uniform 0").
+# Megakernel configs: pull dispatch (compute CTAs gather rows) and push (data-movement CTAs) at SM splits.
 # Writes $OUT/gate/ (the gate reports) and $OUT/gate-megakernel.md; exit 1 on any difference.
 # Usage: [GATE_TINY=0] bash scripts/gate_megakernel.sh [CALICO] [OUT]
 set -uo pipefail
@@ -42,6 +44,8 @@ for spec in "${TINY_SPECS[@]}"; do
   cat > "$DATA/matrix.json" <<JSON
 {"preset": "$1", "tokens": 2048, "runs": 20, "routing": "$2", "seed": 3, "baseline": "reference",
  "configs": [{"backend": "reference", "ranks": 1, "dtype": "bf16"},
+             {"backend": "megakernel", "ranks": 1, "dtype": "bf16", "dispatch": "pull", "minibatch": 0},
+             {"backend": "megakernel", "ranks": 1, "dtype": "bf16", "dispatch": "pull", "minibatch": 7},
              {"backend": "megakernel", "ranks": 1, "dtype": "bf16", "comm_sms": 16, "minibatch": 0},
              {"backend": "megakernel", "ranks": 1, "dtype": "bf16", "comm_sms": 1, "minibatch": 7},
              {"backend": "megakernel", "ranks": 1, "dtype": "bf16", "comm_sms": 40, "minibatch": 512}]}
@@ -65,8 +69,10 @@ digests() {  # calico run output -> "name digest" lines
   echo "| preset | T | routing | clamp | megakernel configs | identical tensors | result |"
   echo "|---|---|---|---|---|---|---|"
 } >> "$md"
-for spec in "qwen3-30b-a3b 2048 uniform 0" "qwen3-30b-a3b 2048 zipf:1.2 0" "qwen3-30b-a3b 2048 adversarial 0" \
-            "qwen3-30b-a3b 2048 uniform 1.0" "deepseek-v3-32e 512 zipf:1.2 1.0"; do
+DIGEST_SPECS=("qwen3-30b-a3b 2048 uniform 0" "qwen3-30b-a3b 2048 zipf:1.2 0" "qwen3-30b-a3b 2048 adversarial 0"
+              "qwen3-30b-a3b 2048 uniform 1.0" "deepseek-v3-32e 512 zipf:1.2 1.0")
+[ -n "${DIGEST_ONLY:-}" ] && IFS=';' read -r -a DIGEST_SPECS <<< "$DIGEST_ONLY"  # e.g. "deepseek-v3 2048 uniform 0"
+for spec in "${DIGEST_SPECS[@]}"; do
   set -- $spec
   clamp="$4"
   args=(--preset "$1" --tokens "$2" --routing "$3" --seed 5)
@@ -75,10 +81,11 @@ for spec in "qwen3-30b-a3b 2048 uniform 0" "qwen3-30b-a3b 2048 zipf:1.2 0" "qwen
   "$CALICO" run "${args[@]}" --threads "$(nproc)" | digests > "$DATA/ref.txt"
   t1=$(date +%s)
   ok=1; configs=""
-  for cfg in "16 0" "4 64" "48 2048" "16 0"; do  # the last repeats the first: run to run
-    comm="${cfg% *}"; mb="${cfg#* }"
-    "$CALICO" run "${args[@]}" --backend megakernel --comm-sms "$comm" --minibatch "$mb" | digests > "$DATA/mk.txt"
-    configs="$configs comm$comm/mb$mb"
+  for cfg in "pull 16 0" "pull 16 64" "push 16 0" "push 4 2048" "pull 16 0"; do  # the last repeats the first
+    set -- $cfg
+    "$CALICO" run "${args[@]}" --backend megakernel --dispatch "$1" --comm-sms "$2" --minibatch "$3" \
+      | digests > "$DATA/mk.txt"
+    configs="$configs $1$([ "$1" = push ] && echo "/comm$2")/mb$3"
     if ! cmp -s "$DATA/ref.txt" "$DATA/mk.txt"; then ok=0; diff "$DATA/ref.txt" "$DATA/mk.txt" | head -20; fi
   done
   n=$(wc -l < "$DATA/ref.txt")

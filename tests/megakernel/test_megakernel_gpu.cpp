@@ -69,11 +69,17 @@ std::string bitwise_mismatches(const RunResult& want, const RunResult& got) {
   return report;
 }
 
+// Both dispatch paths: push (data-movement CTAs write expert-major rows first) and pull (the compute CTAs
+// gather the rows straight into shared memory, gemm/gather.cuh).
 void expect_matches_reference(RunRequest q) {
   const RunResult want = ref::run_reference(q, ref::ReferenceMode::contract);
   auto mk = harness::make_backend("megakernel");
-  const RunResult got = mk->run(q);
-  EXPECT_EQ(bitwise_mismatches(want, got), "") << q.spec.describe() << " T=" << q.config.tokens_per_rank;
+  for (Direction d : {Direction::push, Direction::pull}) {
+    q.config.dispatch_forward = q.config.dispatch_backward = d;
+    const RunResult got = mk->run(q);
+    EXPECT_EQ(bitwise_mismatches(want, got), "")
+        << q.spec.describe() << " T=" << q.config.tokens_per_rank << " dispatch " << to_string(d);
+  }
 }
 
 TEST_F(MegakernelGpu, ComparatorSeesOneFlippedBit) {  // negative control for every test below
@@ -124,6 +130,12 @@ TEST_F(MegakernelGpu, IdenticalAcrossRunsSmSplitsAndCombineGranularity) {
     q.config.minibatch = minibatch;
     EXPECT_EQ(bitwise_mismatches(first, mk->run(q)), "") << "comm " << comm << " minibatch " << minibatch;
   }
+  q.config.dispatch_forward = q.config.dispatch_backward = Direction::pull;
+  for (int minibatch : {0, 5, 300}) {
+    q.config.minibatch = minibatch;
+    for (int run = 0; run < 3; ++run)
+      EXPECT_EQ(bitwise_mismatches(first, mk->run(q)), "") << "pull, minibatch " << minibatch << " run " << run;
+  }
 }
 
 // A lost signal (a debug option skips one task's release) ends in an error naming the wait, within 10 s.
@@ -138,17 +150,20 @@ TEST_F(MegakernelGpu, LostSignalIsAnErrorNotAHang) {
   mi.ws_gate = bf("ws_gate"), mi.ws_up = bf("ws_up"), mi.ws_down = bf("ws_down");
   mi.topk_experts = in.find("topk_experts")->data<int32_t>();
   mi.router_weights = in.find("router_weights")->data<float>();
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = 0; pass < 4; ++pass) {  // forward, backward; with pull, then with push dispatch
     gpu::MoeOptions o;
+    o.pull = pass < 2;
+    if (!o.pull) o.comm_ctas_forward = o.comm_ctas_backward = 8;
     o.wait_timeout_s = 1.0;
-    (pass == 0 ? o.lose_signal_forward : o.lose_signal_backward) = 0;  // task 0: the shared expert's first tile
+    SCOPED_TRACE(fmt::format("pass {}, {}", pass % 2 == 0 ? "forward" : "backward", o.pull ? "pull" : "push"));
+    (pass % 2 == 0 ? o.lose_signal_forward : o.lose_signal_backward) = 0;  // task 0: the shared expert's first tile
     gpu::MoeLayer layer(spec, 256, o);
     layer.set_inputs(mi);
     const auto t0 = std::chrono::steady_clock::now();
     std::string message;
     try {
       layer.forward();
-      if (pass == 1) layer.backward();
+      if (pass % 2 == 1) layer.backward();
       layer.synchronize();
     } catch (const Error& e) {
       message = e.what();
@@ -156,8 +171,7 @@ TEST_F(MegakernelGpu, LostSignalIsAnErrorNotAHang) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_LT(s, 10.0);
     EXPECT_NE(message.find("timed out"), std::string::npos) << message;
-    EXPECT_NE(message.find(pass == 0 ? "stage 'down GEMM'" : "d_h done"), std::string::npos) << message;
-    // The layer is usable again: the same launch without the fault completes.
+    EXPECT_NE(message.find(pass % 2 == 0 ? "stage 'down GEMM'" : "d_h done"), std::string::npos) << message;
   }
 }
 

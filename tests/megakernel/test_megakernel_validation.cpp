@@ -42,13 +42,20 @@ TEST(MegakernelValidation, NamesTheArgument) {
   EXPECT_NE(error_of(bad, 64).find("--mma"), std::string::npos);
   EXPECT_NE(error_of(s, 0).find("tokens per rank must be in [1,"), std::string::npos);
   gpu::MoeOptions o;
+  o.pull = false;  // push dispatch needs data-movement CTAs
   o.comm_ctas_forward = 0;
+  o.comm_ctas_backward = 1;
   try {
     o.validate();
-    ADD_FAILURE() << "comm SMs 0 accepted";
+    ADD_FAILURE() << "comm SMs 0 accepted with push dispatch";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("comm SMs (forward) must be in [1, 1024]"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("comm SMs (forward) must be in [1, 1024] for the megakernel with push"),
+              std::string::npos);
   }
+  o.pull = true;  // pull gathers rows in the compute CTAs: none needed
+  EXPECT_NO_THROW(o.validate());
+  o.comm_ctas_backward = -1;
+  EXPECT_THROW(o.validate(), Error);
 }
 
 }  // namespace

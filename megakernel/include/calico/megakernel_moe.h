@@ -17,8 +17,12 @@
 namespace calico::gpu {
 
 struct MoeOptions {
-  int comm_ctas_forward = 16;   // data-movement CTAs of the forward launch (RunConfig::comm_sms_forward)
-  int comm_ctas_backward = 16;  // and of the backward launch
+  // Dispatch. pull (RunConfig's dispatch direction): the compute CTAs gather token rows (x; d_y = w * d_out)
+  // straight into their shared-memory stages, with no expert-major copies and no data-movement CTAs needed
+  // (R = 1). push: data-movement CTAs write the rows into expert-major buffers first (the path peers use).
+  bool pull = true;
+  int comm_ctas_forward = 0;   // data-movement CTAs of the forward launch (RunConfig::comm_sms_forward);
+  int comm_ctas_backward = 0;  // and of the backward launch; >= 1 with push. With pull they run only tails
   int ctas = 0;                 // CTAs per launch (persistent: at most one per SM); 0 = every SM
   int combine_tokens = 16;      // tokens per combine task (the tail's granularity; results never depend on it)
 #ifdef NDEBUG

@@ -34,6 +34,7 @@ constexpr int kBK = 64;      // K of one pipeline stage: four k16 wgmma steps (1
 constexpr int kStages = 4;   // ring depth: 4 x 48 KB of the 227 KB of shared memory
 constexpr int kThreads = 384;             // producer warpgroup + 2 consumer warpgroups
 constexpr int kConsumerThreads = 256;
+constexpr int kProducerThreads = 128;
 
 template <bool KMajor>
 using SwizzleAtom = std::conditional_t<KMajor, cute::GMMA::Layout_K_SW128_Atom<bf16_t>,
@@ -99,7 +100,9 @@ struct PipeState {
 
 __device__ __forceinline__ void pipeline_init(GemmSmem& s) {
   for (int i = 0; i < kStages; ++i) {
-    mbar_init(&s.full[i], 1);   // the producer's arrive.expect_tx
+    // full: producer thread 0's arrive.expect_tx (the TMA bytes) plus one arrive per producer thread once the
+    // rows it gathered (if any) are in the stage.
+    mbar_init(&s.full[i], 1 + kProducerThreads);
     mbar_init(&s.empty[i], 2);  // one arrive per consumer warpgroup
   }
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -123,52 +126,131 @@ __device__ __forceinline__ void tma_load(const TmaOperand<BMN, KMajor>& op, uint
   copy(op.atom.with(*bar), tg(_, kt), ts(_, stage));
 }
 
-// Producer side of one tile: for each k-tile, wait for a free stage, expect the bytes, issue the loads
-// (`issue(kt, stage, bar)`). False when a wait failed (the launch is aborting).
-template <class Issue>
+// ---- cp.async: token rows gathered straight into a stage (gemm/gather.cuh) ---------------------------------
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  // src-size 0 zero-fills the 16 bytes (padding rows, columns past the tensor), like TMA's out-of-bounds fill
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// This thread's generic-proxy shared-memory writes (cp.async, st.shared) become visible to the async proxy
+// (wgmma reads its operands through it) before the arrive that publishes them.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// Producer side of one tile, run by all kProducerThreads threads (ptid): for each k-tile, wait for a free
+// stage; thread 0 expects `tma_bytes` and issues the TMA loads (`issue(kt, stage, bar)`); every thread then
+// copies its share of the gathered rows (`gather(kt, stage)`, cp.async) and arrives once that share has
+// landed and `finish(kt, stage)` (an in-place transform of its own chunks, or nothing) is done. The copies of
+// kGatherLag k-tiles stay in flight before the oldest is published. False when a wait failed (the launch is
+// aborting).
+constexpr int kGatherLag = 2;  // < kStages: the stage being published never waits for a later one
+template <bool kGathers, class Issue, class Gather, class Finish>
 __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
-                                             uint32_t stage_bytes, int task, Issue&& issue) {
+                                             uint32_t tma_bytes, int task, int ptid, Issue&& issue,
+                                             Gather&& gather, Finish&& finish) {
+  PipeState pub = ps;  // the oldest stage not yet published
+  int published = 0;
+  auto publish_one = [&] {
+    fence_proxy_async_shared();
+    mbar_arrive(&s.full[pub.stage]);
+    pub.advance();
+    ++published;
+  };
   for (int kt = 0; kt < k_tiles; ++kt) {
-    if (!mbar_wait(sc, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, task, kCounterMbarEmpty, ps.stage,
-                   /*full_warp=*/false))
+    if (!mbar_wait(sc, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, task, kCounterMbarEmpty, ps.stage))
       return false;
-    mbar_arrive_expect_tx(&s.full[ps.stage], stage_bytes);
-    issue(kt, ps.stage, &s.full[ps.stage]);
+    if (ptid == 0) {
+      mbar_arrive_expect_tx(&s.full[ps.stage], tma_bytes);
+      issue(kt, ps.stage, &s.full[ps.stage]);
+    }
+    if constexpr (kGathers) {
+      gather(kt, ps.stage);
+      cp_async_commit();
+      if (kt >= kGatherLag) {
+        cp_async_wait<kGatherLag>();
+        finish(published, pub.stage);
+        publish_one();
+      }
+    } else {
+      mbar_arrive(&s.full[ps.stage]);
+    }
     ps.advance();
   }
+  if constexpr (kGathers) {
+    cp_async_wait<0>();
+    while (published < k_tiles) {
+      finish(published, pub.stage);
+      publish_one();
+    }
+  }
   return true;
+}
+// A tile whose operands all come by TMA.
+template <class Issue>
+__device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
+                                             uint32_t tma_bytes, int task, int ptid, Issue&& issue) {
+  return produce_tile<false>(sc, s, ps, k_tiles, tma_bytes, task, ptid, issue, [](int, int) {}, [](int, int) {});
 }
 
 // Consumer side of one tile's K loop: `mma_step(stage, kb)` issues the k16 step kb (0..3) of the stage;
 // `fence_acc()` fences the accumulator registers. Every k-tile issues all four steps (a uniform path keeps
 // the wgmma stream unserialised): the steps of the last k-tile past the chain's end multiply exact-zero rows
-// (padding rows are written as +0, rows past a tensor's end are TMA zero fill), and a step whose products are
+// (padding rows are written as +0, rows past a tensor's end are zero fill), and a step whose products are
 // all zero returns its accumulator unchanged (calico/reference.h, NOTE on padding: only -0 would become +0,
 // and no accumulator here is -0 after the chain's first real step; an empty chain issues no step at all).
+// One k-tile's batch of four steps stays in flight while the next one is issued (the order of the steps on
+// the accumulator is unchanged: wgmma of one warpgroup complete in issue order); a stage is released once
+// the batch that read it has completed.
 template <class FenceAcc, class MmaStep>
 __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
                                              int task, FenceAcc&& fence_acc, MmaStep&& mma_step) {
   using namespace cute;
   const bool leader = (threadIdx.x % 128) == 0;
-  // The four k16 steps of a k-tile go out as one batch and complete before the stage is released. NOTE:
-  // keeping a batch in flight across the next (bounded, hence branchy) barrier wait makes ptxas serialise
-  // every wgmma (C7511/C7518, seen in the SASS as a DEPBAR after each HGMMA); ending each batch here does not.
+  // NOTE: a failed wait does not leave the loop (the launch is aborting and every later wait returns at
+  // once): an exit with a wgmma batch in flight would make ptxas serialise every wgmma (C7511/C7518).
+  bool ok = true;
+  int previous = -1;  // the stage read by the batch still in flight
   const long long c0 = clock64();
   for (int kt = 0; kt < k_tiles; ++kt) {
-    if (!mbar_wait(sc, &s.full[ps.stage], ps.phase, kStagePipelineFull, task, kCounterMbarFull, ps.stage))
-      return false;
+    const bool got = mbar_wait(sc, &s.full[ps.stage], ps.phase, kStagePipelineFull, task, kCounterMbarFull, ps.stage);
+    ok = ok && got;
     fence_acc();
     warpgroup_arrive();
 #pragma unroll
     for (int kb = 0; kb < kBK / 16; ++kb) mma_step(ps.stage, kb);
     warpgroup_commit_batch();
-    warpgroup_wait<0>();
+    warpgroup_wait<1>();
     fence_acc();
-    mbar_arrive_if(&s.empty[ps.stage], leader);
+    mbar_arrive_if(&s.empty[previous < 0 ? 0 : previous], leader && previous >= 0);
+    previous = ps.stage;
     ps.advance();
   }
+  warpgroup_wait<0>();
+  fence_acc();
+  mbar_arrive_if(&s.empty[previous < 0 ? 0 : previous], leader && previous >= 0);
   if (sc.profile != nullptr && threadIdx.x == 128) profile_add(sc, kProfMainloop, clock64() - c0);
-  return true;
+  return ok;
+}
+
+// The m64n256 fp32 accumulator fragment of a consumer thread (CuTe's SM90 GMMA C layout): element i (even)
+// holds columns n0 + 8 * (i / 4) + {0, 1} of row m0 + 8 * ((i / 2) % 2), (m0, n0) being element 0's. Traps
+// if CuTe's layout ever says otherwise (the comparisons fold to constants when it agrees).
+template <class Coord>
+__device__ __forceinline__ void check_acc_fragment(const Coord& coord, int i, int r, int off) {
+  using cute::get;
+  if (get<0>(coord(i)) != get<0>(coord(0)) + 8 * r || get<1>(coord(i)) != get<1>(coord(0)) + off ||
+      get<1>(coord(i + 1)) != get<1>(coord(i)) + 1)
+    __trap();
 }
 
 // Barrier among the 256 consumer threads (named barrier 1): orders their epilogue stores before a signal.

@@ -21,6 +21,7 @@
 #include "combine/combine.cuh"
 #include "dispatch/rows.cuh"
 #include "gemm/epilogue.cuh"
+#include "gemm/gather.cuh"
 #include "moe/params.cuh"
 #include "moe/persistent.cuh"
 
@@ -129,27 +130,64 @@ __device__ __forceinline__ int expert_mtiles(const BackwardParams& p, int e) {
   return p.sch.tile_first[e + 1] - p.sch.tile_first[e];
 }
 
-// ---- producer (one thread) ------------------------------------------------------------------------------
+// The fp32 weight-gradient accumulator a wgrad task reads, extends and writes: W [M, N] row-major.
+struct WgradTarget {
+  float* W;
+  int M, N;
+};
+__device__ __forceinline__ WgradTarget wgrad_target(const BackwardParams& p, const BwdTask& t) {
+  const LayerDims& d = p.d;
+  if (t.kind == kWDown)
+    return {t.shared ? p.d_wsd : p.d_wd + static_cast<int64_t>(t.e) * d.H * d.I, d.H, t.shared ? d.Is : d.I};
+  float* base = t.kind == kWGate ? (t.shared ? p.d_wsg : p.d_wg) : (t.shared ? p.d_wsu : p.d_wu);
+  return {t.shared ? base : base + static_cast<int64_t>(t.e) * d.I * d.H, t.shared ? d.Is : d.I, d.H};
+}
+
+// The carried-in accumulator tile (128 rows of 1 KB) is pulled into L2 while the producer runs ahead of the
+// consumers, so their blocking read of it before the chain's first step hits L2 rather than HBM.
+__device__ __forceinline__ void prefetch_carry_in(const BackwardParams& p, const BwdTask& t, int ptid) {
+  const WgradTarget w = wgrad_target(p, t);
+  const int row = t.m * kBM + ptid, col = t.n * kWideN;
+  if (row >= w.M) return;
+  const uint32_t bytes = static_cast<uint32_t>(min(kWideN, w.N - col)) * 4u;
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(w.W + static_cast<int64_t>(row) * w.N + col),
+               "r"(bytes)
+               : "memory");
+}
+
+// ---- producer (the producer warpgroup; ptid = thread in it) --------------------------------------------
 __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id,
                         const BwdPlan& plan) {
   const SyncContext& sc = p.sync;
   const LayerDims& d = p.d;
+  const int ptid = threadIdx.x;
   bf16_t* a = &s.a[0][0];
   bf16_t* b = &s.b[0][0];
   const int l = t.shared ? 0 : t.e;
+  const bool pull = p.pull && !t.shared;
+  // pull: d_y = bf16(w * d_out) rows and x rows gathered from d_out and x (gemm/gather.cuh)
+  const RowGather dy_rows{p.d_out, d.H, d.H, p.sch.row_token, p.sch.row_weight};
+  const RowGather x_rows{p.x, d.H, d.H, p.sch.row_token, nullptr};
   constexpr uint32_t kBytesDgrad = OpK128::kTileBytes + OpMN256::kTileBytes;
   constexpr uint32_t kBytesWgrad = OpMN128::kTileBytes + OpMN256::kTileBytes;
   switch (t.kind) {
     case kDh: {
+      const OpMN256& B = t.shared ? p.tma_wsd_t : p.tma_wd_t;
+      auto load_b = [&](int kt, int st, uint64_t* bar) { tma_load(B, bar, b, st, t.n, kt, l); };
+      const int k_tiles = ceil_div(d.H, kBK);
+      if (pull)
+        return produce_tile<true>(
+            sc, s, ps, k_tiles, OpMN256::kTileBytes, id, ptid, load_b,
+            [&](int kt, int st) { KMajorRows::gather(dy_rows, a, st, t.m * kBM, kt * kBK, ptid); },
+            [&](int kt, int st) { KMajorRows::scale(dy_rows, a, st, t.m * kBM, kt * kBK, ptid); });
       if (!t.shared) {
         if (!wait_counter(sc, &p.c_dy[t.m], 1, kStageDgradH, id, kCounterDyDone, t.m)) return false;
         fence_proxy_async_global();
       }
       const OpK128& A = t.shared ? p.tma_dout : p.tma_dy;
-      const OpMN256& B = t.shared ? p.tma_wsd_t : p.tma_wd_t;
-      return produce_tile(sc, s, ps, ceil_div(d.H, kBK), kBytesDgrad, id, [&](int kt, int st, uint64_t* bar) {
+      return produce_tile(sc, s, ps, k_tiles, kBytesDgrad, id, ptid, [&](int kt, int st, uint64_t* bar) {
         tma_load(A, bar, a, st, t.m, kt, 0);
-        tma_load(B, bar, b, st, t.n, kt, l);
+        load_b(kt, st, bar);
       });
     }
     case kDx: {
@@ -163,28 +201,35 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
       const OpMN256& Bg = t.shared ? p.tma_wsg_t : p.tma_wg_t;
       const OpMN256& Bu = t.shared ? p.tma_wsu_t : p.tma_wu_t;
       // ONE chain over [d_g | d_u]: the d_g k-tiles first, then the d_u ones.
-      return produce_tile(sc, s, ps, 2 * half, kBytesDgrad, id, [&](int kt, int st, uint64_t* bar) {
+      return produce_tile(sc, s, ps, 2 * half, kBytesDgrad, id, ptid, [&](int kt, int st, uint64_t* bar) {
         const bool up = kt >= half;
         tma_load(up ? Au : Ag, bar, a, st, t.m, up ? kt - half : kt, 0);
         tma_load(up ? Bu : Bg, bar, b, st, t.n, up ? kt - half : kt, l);
       });
     }
     case kWDown: {
+      prefetch_carry_in(p, t, ptid);
+      const OpMN256& B = t.shared ? p.tma_hs_mn : p.tma_h_mn;
+      const int k0 = t.row0 / kBK, k_tiles = ceil_div(chain_steps(t), kBK / 16);
+      auto load_b = [&](int kt, int st, uint64_t* bar) { tma_load(B, bar, b, st, t.n, k0 + kt, 0); };
+      if (pull)  // A = d_y with the token rows as K: MN = the 128 columns of H at t.m
+        return produce_tile<true>(
+            sc, s, ps, k_tiles, OpMN256::kTileBytes, id, ptid, load_b,
+            [&](int kt, int st) { MnMajorRows<kBM>::gather(dy_rows, a, st, t.row0 + kt * kBK, t.m * kBM, ptid); },
+            [&](int kt, int st) { MnMajorRows<kBM>::scale(dy_rows, a, st, t.row0 + kt * kBK, t.m * kBM, ptid); });
       if (!t.shared) {
         if (!wait_counter(sc, &p.c_dy_expert[t.e], expert_mtiles(p, t.e), kStageWgradDown, id, kCounterDyExpert, t.e))
           return false;
         fence_proxy_async_global();
       }
       const OpMN128& A = t.shared ? p.tma_dout_mn : p.tma_dy_mn;
-      const OpMN256& B = t.shared ? p.tma_hs_mn : p.tma_h_mn;
-      const int k0 = t.row0 / kBK;
-      return produce_tile(sc, s, ps, ceil_div(chain_steps(t), kBK / 16), kBytesWgrad, id,
-                          [&](int kt, int st, uint64_t* bar) {
-                            tma_load(A, bar, a, st, t.m, k0 + kt, 0);
-                            tma_load(B, bar, b, st, t.n, k0 + kt, 0);
-                          });
+      return produce_tile(sc, s, ps, k_tiles, kBytesWgrad, id, ptid, [&](int kt, int st, uint64_t* bar) {
+        tma_load(A, bar, a, st, t.m, k0 + kt, 0);
+        load_b(kt, st, bar);
+      });
     }
     default: {  // kWGate, kWUp
+      prefetch_carry_in(p, t, ptid);
       const int ei = t.shared ? d.E : t.e;
       const int expected = t.shared ? plan.mts * plan.ndhs : expert_mtiles(p, t.e) * plan.ndh;
       if (!wait_counter(sc, &p.c_dh_expert[ei], expected, t.kind == kWGate ? kStageWgradGate : kStageWgradUp, id,
@@ -193,13 +238,18 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
       fence_proxy_async_global();
       const bool up = t.kind == kWUp;
       const OpMN128& A = t.shared ? (up ? p.tma_dus_mn : p.tma_dgs_mn) : (up ? p.tma_du_mn : p.tma_dg_mn);
+      const int k0 = t.row0 / kBK, k_tiles = ceil_div(chain_steps(t), kBK / 16);
+      auto load_a = [&](int kt, int st, uint64_t* bar) { tma_load(A, bar, a, st, t.m, k0 + kt, 0); };
+      if (pull)  // B = x with the token rows as K: MN = the 256 columns of H at t.n
+        return produce_tile<true>(
+            sc, s, ps, k_tiles, OpMN128::kTileBytes, id, ptid, load_a,
+            [&](int kt, int st) { MnMajorRows<kWideN>::gather(x_rows, b, st, t.row0 + kt * kBK, t.n * kWideN, ptid); },
+            [](int, int) {});
       const OpMN256& B = t.shared ? p.tma_x_mn : p.tma_xp_mn;
-      const int k0 = t.row0 / kBK;
-      return produce_tile(sc, s, ps, ceil_div(chain_steps(t), kBK / 16), kBytesWgrad, id,
-                          [&](int kt, int st, uint64_t* bar) {
-                            tma_load(A, bar, a, st, t.m, k0 + kt, 0);
-                            tma_load(B, bar, b, st, t.n, k0 + kt, 0);
-                          });
+      return produce_tile(sc, s, ps, k_tiles, kBytesWgrad, id, ptid, [&](int kt, int st, uint64_t* bar) {
+        load_a(kt, st, bar);
+        tma_load(B, bar, b, st, t.n, k0 + kt, 0);
+      });
     }
   }
 }
@@ -284,41 +334,45 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
 }
 
 __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
-  const LayerDims& d = p.d;
-  int M, N;  // the weight gradient's rows and columns
-  float* W;
-  if (t.kind == kWDown) {
-    M = d.H, N = t.shared ? d.Is : d.I;
-    W = t.shared ? p.d_wsd : p.d_wd + static_cast<int64_t>(t.e) * d.H * d.I;
-  } else {
-    M = t.shared ? d.Is : d.I, N = d.H;
-    float* base = t.kind == kWGate ? (t.shared ? p.d_wsg : p.d_wg) : (t.shared ? p.d_wsu : p.d_wu);
-    W = t.shared ? base : base + static_cast<int64_t>(t.e) * d.I * d.H;
-  }
-  const int steps = chain_steps(t);
-  auto at = [&](int m, int n) { return static_cast<int64_t>(t.m * kBM + m) * N + t.n * kWideN + n; };
-  auto inside = [&](int m, int n) { return t.m * kBM + m < M && t.n * kWideN + n < N; };
+  const WgradTarget w = wgrad_target(p, t);
+  // NOTE: addresses as two row pointers plus compile-time offsets (the fragment's structure, checked below):
+  // per-element 64-bit addresses, shared by the carry-in read and the write-back, stayed live across the
+  // main loop and spilled.
+  struct Rows {
+    float* row[2];
+    bool row_ok[2];
+    int col0, N;
+  } rows{};
+  auto locate = [&](auto& coord) {
+    const int m0 = get<0>(coord(0)), n0 = get<1>(coord(0));
+    rows.col0 = t.n * kWideN + n0;
+    rows.N = w.N;
+    for (int r = 0; r < 2; ++r) {
+      const int row = t.m * kBM + m0 + 8 * r;
+      rows.row_ok[r] = row < w.M;
+      rows.row[r] = w.W + static_cast<int64_t>(rows.row_ok[r] ? row : 0) * w.N + rows.col0;
+    }
+  };
   const bool ok = wide_tile<MmaWgrad, false, false>(
-      p, s, ps, id, ctid, ceil_div(steps, kBK / 16),
+      p, s, ps, id, ctid, ceil_div(chain_steps(t), kBK / 16),
       [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator
+        locate(coord);
         CUTE_UNROLL
         for (int i = 0; i < size(acc); i += 2) {
-          const int m = get<0>(coord(i)), n = get<1>(coord(i));
-          if (inside(m, n)) {
-            const float2 v = *reinterpret_cast<const float2*>(W + at(m, n));
-            acc(i) = v.x;
-            acc(i + 1) = v.y;
-          } else {
-            acc(i) = 0.0f;
-            acc(i + 1) = 0.0f;
-          }
+          const int r = (i / 2) % 2, off = 8 * (i / 4);
+          check_acc_fragment(coord, i, r, off);
+          const bool in = rows.row_ok[r] && rows.col0 + off < rows.N;
+          const float2 v = in ? *reinterpret_cast<const float2*>(rows.row[r] + off) : make_float2(0.0f, 0.0f);
+          acc(i) = v.x;
+          acc(i + 1) = v.y;
         }
       },
-      [&](auto& acc, auto& coord) {
+      [&](auto& acc, auto&) {
         CUTE_UNROLL
         for (int i = 0; i < size(acc); i += 2) {
-          const int m = get<0>(coord(i)), n = get<1>(coord(i));
-          if (inside(m, n)) *reinterpret_cast<float2*>(W + at(m, n)) = make_float2(acc(i), acc(i + 1));
+          const int r = (i / 2) % 2, off = 8 * (i / 4);
+          if (rows.row_ok[r] && rows.col0 + off < rows.N)
+            *reinterpret_cast<float2*>(rows.row[r] + off) = make_float2(acc(i), acc(i + 1));
         }
       });
   return ok;
@@ -358,7 +412,7 @@ __device__ void backward_tail(const BackwardParams& p, const BwdPlan& plan, int 
 }
 
 __device__ void backward_comm(const BackwardParams& p, const BwdPlan& plan, GemmSmem& s) {
-  for (int m = blockIdx.x; m < plan.mt; m += p.n_comm) {
+  for (int m = blockIdx.x; !p.pull && m < plan.mt; m += p.n_comm) {  // pull: the compute CTAs gather d_y
     dispatch_dy_rows(p.d_out, p.sch.row_token, p.sch.row_weight, p.dy, m * kBM, kBM, p.d.H, threadIdx.x, kThreads);
     fence_proxy_async_global();  // read by TMA in the d_h and dW_down tiles
     __syncthreads();

@@ -15,6 +15,7 @@
 #include "combine/combine.cuh"
 #include "dispatch/rows.cuh"
 #include "gemm/epilogue.cuh"
+#include "gemm/gather.cuh"
 #include "moe/params.cuh"
 #include "moe/persistent.cuh"
 
@@ -79,30 +80,40 @@ __device__ __forceinline__ int* gateup_counter(const ForwardParams& p, const Fwd
   return is_shared(t) ? &p.c_gateup[p.d.mtiles_cap + t.m] : &p.c_gateup[t.m];
 }
 
-// ---- producer (one thread) ------------------------------------------------------------------------------
+// ---- producer (the producer warpgroup; ptid = thread in it) --------------------------------------------
 __device__ bool produce(const ForwardParams& p, GemmSmem& s, PipeState& ps, const FwdTask& t, int id,
                         const FwdPlan& plan) {
   const SyncContext& sc = p.sync;
+  const int ptid = threadIdx.x;
   bf16_t* a = &s.a[0][0];
   bf16_t* b = &s.b[0][0];
   const bool sh = is_shared(t);
   if (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) {
+    const OpK128& Bg = sh ? p.tma_wsg : p.tma_wg;
+    const OpK128& Bu = sh ? p.tma_wsu : p.tma_wu;
+    const int l = sh ? 0 : t.e;
+    // NOTE: both halves inside stage st of the 256-row B ring (a 128-row tile at its first and second
+    // 16 KB), so every task kind uses the same stage footprint.
+    auto load_b = [&](int kt, int st, uint64_t* bar) {
+      tma_load(Bg, bar, &s.b[st][0], 0, t.n, kt, l);
+      tma_load(Bu, bar, &s.b[st][0] + kGateUpN * kBK, 0, t.n, kt, l);
+    };
+    const int k_tiles = ceil_div(p.d.H, kBK);
+    if (!sh && p.pull) {  // the tile's x rows straight from x
+      const RowGather rows{p.x, p.d.H, p.d.H, p.sch.row_token, nullptr};
+      return produce_tile<true>(
+          sc, s, ps, k_tiles, 2 * OpK128::kTileBytes, id, ptid, load_b,
+          [&](int kt, int st) { KMajorRows::gather(rows, a, st, t.m * kBM, kt * kBK, ptid); }, [](int, int) {});
+    }
     if (!sh) {
       if (!wait_counter(sc, &p.c_dispatched[t.m], 1, kStageGateUp, id, kCounterDispatched, t.m)) return false;
       fence_proxy_async_global();
     }
     const OpK128& A = sh ? p.tma_x : p.tma_xp;
-    const OpK128& Bg = sh ? p.tma_wsg : p.tma_wg;
-    const OpK128& Bu = sh ? p.tma_wsu : p.tma_wu;
-    const int l = sh ? 0 : t.e;
-    return produce_tile(sc, s, ps, ceil_div(p.d.H, kBK), 3 * OpK128::kTileBytes, id,
-                        [&](int kt, int st, uint64_t* bar) {
-                          tma_load(A, bar, a, st, t.m, kt, 0);
-                          // NOTE: both halves inside stage st of the 256-row B ring (a 128-row tile at its
-                          // first and second 16 KB), so every task kind uses the same stage footprint.
-                          tma_load(Bg, bar, &s.b[st][0], 0, t.n, kt, l);
-                          tma_load(Bu, bar, &s.b[st][0] + kGateUpN * kBK, 0, t.n, kt, l);
-                        });
+    return produce_tile(sc, s, ps, k_tiles, 3 * OpK128::kTileBytes, id, ptid, [&](int kt, int st, uint64_t* bar) {
+      tma_load(A, bar, a, st, t.m, kt, 0);
+      load_b(kt, st, bar);
+    });
   }
   const int expected = sh ? plan.ngus : plan.ngu;
   const int cidx = sh ? p.d.mtiles_cap + t.m : t.m;
@@ -112,7 +123,7 @@ __device__ bool produce(const ForwardParams& p, GemmSmem& s, PipeState& ps, cons
   const OpK256& B = sh ? p.tma_wsd : p.tma_wd;
   const int l = sh ? 0 : t.e;
   return produce_tile(sc, s, ps, ceil_div(sh ? p.d.Is : p.d.I, kBK), OpK128::kTileBytes + OpK256::kTileBytes, id,
-                      [&](int kt, int st, uint64_t* bar) {
+                      ptid, [&](int kt, int st, uint64_t* bar) {
                         tma_load(A, bar, a, st, t.m, kt, 0);
                         tma_load(B, bar, b, st, t.n, kt, l);
                       });
@@ -212,7 +223,7 @@ __device__ void forward_tail(const ForwardParams& p, const FwdPlan& plan, int ti
 }
 
 __device__ void forward_comm(const ForwardParams& p, const FwdPlan& plan, GemmSmem& s) {
-  for (int m = blockIdx.x; m < plan.mt; m += p.n_comm) {
+  for (int m = blockIdx.x; !p.pull && m < plan.mt; m += p.n_comm) {  // pull: the compute CTAs gather rows
     dispatch_rows(p.x, p.sch.row_token, p.xp, m * kBM, kBM, p.d.H, threadIdx.x, kThreads);
     fence_proxy_async_global();  // read by TMA in the gate/up tiles
     __syncthreads();

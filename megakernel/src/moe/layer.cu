@@ -91,10 +91,13 @@ __global__ void fill_uniform_bf16(uint16_t* p, size_t n, uint64_t seed, float sc
 }  // namespace
 
 void MoeOptions::validate() const {
-  require(comm_ctas_forward >= 1 && comm_ctas_forward <= 1024,
-          "comm SMs (forward) must be in [1, 1024] for the megakernel (data-movement CTAs), got {}", comm_ctas_forward);
-  require(comm_ctas_backward >= 1 && comm_ctas_backward <= 1024,
-          "comm SMs (backward) must be in [1, 1024] for the megakernel, got {}", comm_ctas_backward);
+  const int lo = pull ? 0 : 1;
+  require(comm_ctas_forward >= lo && comm_ctas_forward <= 1024,
+          "comm SMs (forward) must be in [{}, 1024] for the megakernel with {} dispatch (data-movement CTAs), got {}",
+          lo, pull ? "pull" : "push", comm_ctas_forward);
+  require(comm_ctas_backward >= lo && comm_ctas_backward <= 1024,
+          "comm SMs (backward) must be in [{}, 1024] for the megakernel with {} dispatch, got {}", lo,
+          pull ? "pull" : "push", comm_ctas_backward);
   require(ctas >= 0 && ctas <= 4096, "ctas must be in [0, 4096] (0 = every SM), got {}", ctas);
   require(combine_tokens >= 1 && combine_tokens <= 4096, "combine tokens must be in [1, 4096], got {}", combine_tokens);
   require(std::isfinite(wait_timeout_s) && wait_timeout_s > 0 && wait_timeout_s <= 3600,
@@ -199,9 +202,12 @@ struct MoeLayer::Impl {
     x = bf16(T * H), d_out = bf16(T * H);
     topk = i32(T * K), rw = f32(T * K);
     wg = bf16(E * I * H), wu = bf16(E * I * H), wd = bf16(E * H * I);
-    xp = bf16(rows * H), g = bf16(rows * I), u = bf16(rows * I), h = bf16(rows * I), y = bf16(rows * H);
+    // push only: the expert-major copies of x and d_y (pull gathers the rows inside the GEMM tiles)
+    xp = opt.pull ? nullptr : bf16(rows * H);
+    dy = opt.pull ? nullptr : bf16(rows * H);
+    g = bf16(rows * I), u = bf16(rows * I), h = bf16(rows * I), y = bf16(rows * H);
     out = bf16(T * H);
-    dy = bf16(rows * H), dg = bf16(rows * I), du = bf16(rows * I), dx = bf16(rows * H), d_x = bf16(T * H);
+    dg = bf16(rows * I), du = bf16(rows * I), dx = bf16(rows * H), d_x = bf16(T * H);
     d_rw = f32(T * K);
     d_wg = f32(E * I * H), d_wu = f32(E * I * H), d_wd = f32(E * H * I);
     if (Is > 0) {
@@ -240,14 +246,14 @@ struct MoeLayer::Impl {
     mk::SyncContext sync{error, abort_flag, static_cast<uint64_t>(opt.wait_timeout_s * 1e9), 0, profile};
     fp = {};
     fp.d = d, fp.sch = sch, fp.sync = sync;
-    fp.n_comm = opt.comm_ctas_forward, fp.combine_tokens = opt.combine_tokens, fp.skip_signal_task = opt.lose_signal_forward;
+    fp.n_comm = opt.comm_ctas_forward, fp.pull = opt.pull, fp.combine_tokens = opt.combine_tokens, fp.skip_signal_task = opt.lose_signal_forward;
     fp.x = x, fp.router_weights = rw;
     fp.xp = xp, fp.g = g, fp.u = u, fp.h = h, fp.y = y, fp.gs = gs, fp.us = us, fp.hs = hs, fp.ys = ys, fp.out = out;
     fp.c_dispatched = counters_fwd;
     fp.c_gateup = fp.c_dispatched + d.mtiles_cap;
     fp.c_down_total = fp.c_gateup + d.mtiles_cap + d.shared_mtiles();
     fp.c_tail = fp.c_down_total + 1;
-    fp.tma_xp = rows_as_k_major<128>(xp, rows, H);
+    if (!opt.pull) fp.tma_xp = rows_as_k_major<128>(xp, rows, H);
     fp.tma_wg = weight<128>(wg, E, I, H);
     fp.tma_wu = weight<128>(wu, E, I, H);
     fp.tma_h = rows_as_k_major<128>(h, rows, I);
@@ -263,7 +269,7 @@ struct MoeLayer::Impl {
     bp = {};
     bp.d = d, bp.sch = sch, bp.sync = sync;
     if (profile) bp.sync.profile = profile + mk::kProfSlots;
-    bp.n_comm = opt.comm_ctas_backward, bp.combine_tokens = opt.combine_tokens, bp.skip_signal_task = opt.lose_signal_backward;
+    bp.n_comm = opt.comm_ctas_backward, bp.pull = opt.pull, bp.combine_tokens = opt.combine_tokens, bp.skip_signal_task = opt.lose_signal_backward;
     bp.router_pairs = mk::kThreads;
     bp.d_out = d_out;
     bp.xp = xp, bp.g = g, bp.u = u, bp.h = h, bp.y = y, bp.x = x, bp.gs = gs, bp.us = us, bp.hs = hs;
@@ -276,17 +282,19 @@ struct MoeLayer::Impl {
     bp.c_dh_expert = bp.c_dh + d.mtiles_cap + d.shared_mtiles();
     bp.c_dx_total = bp.c_dh_expert + E + 1;
     bp.c_tail = bp.c_dx_total + 1;
-    bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
+    if (!opt.pull) {
+      bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
+      bp.tma_dy_mn = rows_as_k<128>(dy, rows, H);
+      bp.tma_xp_mn = rows_as_k<256>(xp, rows, H);
+    }
     bp.tma_dg = rows_as_k_major<128>(dg, rows, I);
     bp.tma_du = rows_as_k_major<128>(du, rows, I);
     bp.tma_wd_t = weight_transposed<256>(wd, E, H, I);  // N = j (I), K = c (H)
     bp.tma_wg_t = weight_transposed<256>(wg, E, I, H);  // N = c (H), K = j (I)
     bp.tma_wu_t = weight_transposed<256>(wu, E, I, H);
-    bp.tma_dy_mn = rows_as_k<128>(dy, rows, H);
     bp.tma_dg_mn = rows_as_k<128>(dg, rows, I);
     bp.tma_du_mn = rows_as_k<128>(du, rows, I);
     bp.tma_h_mn = rows_as_k<256>(h, rows, I);
-    bp.tma_xp_mn = rows_as_k<256>(xp, rows, H);
     if (Is > 0) {
       bp.tma_dout = rows_as_k_major<128>(d_out, T, H);
       bp.tma_dgs = rows_as_k_major<128>(dgs, T, Is);
@@ -480,9 +488,9 @@ std::string MoeLayer::profile_report() {
 std::string MoeLayer::describe() const {
   const auto& m = *impl_;
   return fmt::format(
-      "megakernel sm_90a: {} CTAs x {} threads ({} forward / {} backward data-movement CTAs), tiles {}x{} "
+      "megakernel sm_90a: {} dispatch, {} CTAs x {} threads ({} forward / {} backward data-movement CTAs), tiles {}x{} "
       "(gate/up {}+{}), K stage {}, {} stages, {} KB shared memory, {:.2f} GB on the device",
-      m.ctas, mk::kThreads, m.opt.comm_ctas_forward, m.opt.comm_ctas_backward, kBM, mk::kWideN, mk::kGateUpN,
+      m.opt.pull ? "pull" : "push", m.ctas, mk::kThreads, m.opt.comm_ctas_forward, m.opt.comm_ctas_backward, kBM, mk::kWideN, mk::kGateUpN,
       mk::kGateUpN, mk::kBK, mk::kStages, mk::gemm_smem_bytes() / 1024, m.bytes / 1e9);
 }
 

@@ -45,11 +45,12 @@ struct ForwardParams {
   DeviceSchedule sch;
   SyncContext sync;
   int n_comm = 1;             // CTAs [0, n_comm) move data; the rest compute
+  int pull = 0;               // 1: compute CTAs gather x rows themselves (gemm/gather.cuh); 0: comm CTAs dispatch
   int combine_tokens = 16;    // tokens per combine task
   int skip_signal_task = -1;  // debug: the compute task whose release is skipped (lost-signal test)
   const uint16_t* x = nullptr;             // [T,H]
   const float* router_weights = nullptr;   // [T,K]
-  uint16_t *xp = nullptr, *g = nullptr, *u = nullptr, *h = nullptr, *y = nullptr;  // expert-major rows
+  uint16_t *xp = nullptr, *g = nullptr, *u = nullptr, *h = nullptr, *y = nullptr;  // expert-major rows (xp: push)
   uint16_t *gs = nullptr, *us = nullptr, *hs = nullptr, *ys = nullptr;             // shared expert, T rows
   uint16_t* out = nullptr;                 // [T,H]
   int *c_dispatched = nullptr, *c_gateup = nullptr, *c_down_total = nullptr, *c_tail = nullptr;
@@ -62,6 +63,7 @@ struct BackwardParams {
   DeviceSchedule sch;
   SyncContext sync;
   int n_comm = 1;
+  int pull = 0;               // 1: compute CTAs gather x and d_y rows themselves; 0: comm CTAs dispatch d_y
   int combine_tokens = 16;
   int router_pairs = 128;     // (t, k) pairs per router-gradient task
   int skip_signal_task = -1;

@@ -8,7 +8,7 @@
 
 namespace calico::gpu::mk {
 
-// comm(): the data-movement CTA's work; produce(ps, task, id) -> bool; consume(ps, task, id, ctid) -> bool;
+// comm(): the data-movement CTA's work; produce(ps, task, id) -> bool (every thread of the producer warpgroup); consume(ps, task, id, ctid) -> bool;
 // tail(ctid): the consumers' share of the tail queue.
 template <class Plan, class Comm, class Produce, class Consume, class Tail>
 __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_comm, GemmSmem& s, const Plan& plan,
@@ -25,16 +25,14 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
   // NOTE: the role is a warp-uniform value (a shuffle), so the consumer branch is not a divergent path
   // for ptxas, which would otherwise serialise its wgmma.
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
-  if (warpgroup == 0) {  // producer warpgroup: one thread issues every TMA load
-    cutlass::arch::warpgroup_reg_dealloc<40>();
-    if (threadIdx.x == 0) {
-      PipeState ps;
-      for (int id = ci; id < plan.total; id += nc)
-        if (!produce(ps, plan.decode(id), id)) break;
-    }
+  if (warpgroup == 0) {  // producer warpgroup: thread 0 issues the TMA loads, all 128 gather rows
+    cutlass::arch::warpgroup_reg_dealloc<56>();
+    PipeState ps;
+    for (int id = ci; id < plan.total; id += nc)
+      if (!produce(ps, plan.decode(id), id)) break;
     return;
   }
-  cutlass::arch::warpgroup_reg_alloc<232>();
+  cutlass::arch::warpgroup_reg_alloc<224>();
   const int ctid = threadIdx.x - 128;
   PipeState ps;
   for (int id = ci; id < plan.total; id += nc) {
