@@ -6,7 +6,7 @@
 # and the tensor-core probe for every Hopper instruction. Logs and JSON go to $OUT (default ./gpu-out).
 # CUTLASS/CuTe headers: the device reaches no registry, so the nvidia-cutlass wheel travels in .whl/ (see
 # scripts/install-deps.sh) and is unpacked here.
-# Usage: [MK_TESTS=0] [BENCH=0] [PROBES=0] [SANITIZE=0] [GOLDEN=0] [GATE=0] bash scripts/gpu.sh [CASES]
+# Usage: [MK_TESTS=0] [BENCH=0] [PROFILE=1] [PROBES=0] [SANITIZE=0] [GOLDEN=0] [GATE=0] bash scripts/gpu.sh [CASES]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"
@@ -53,6 +53,17 @@ fi
 if [ "${BENCH:-1}" = 1 ]; then
   log "benchmark"
   bash scripts/bench_megakernel.sh ./build-gpu/cli/calico "$OUT" 2>&1 | tee -a "$OUT/gpu.log" || status=1
+fi
+if [ "${PROFILE:-0}" = 1 ]; then  # where the SM cycles go (calico bench --profile), both dispatch paths
+  log "profile"
+  for row in "qwen3-30b-a3b 16384" "deepseek-v3-routed 8192"; do
+    set -- $row
+    for dispatch in pull push; do
+      ./build-gpu/cli/calico bench --preset "$1" --tokens "$2" --iters 3 --warmup 1 --dispatch "$dispatch" \
+        $([ $dispatch = push ] && echo "--comm-sms 32 --comm-sms-backward 16") --profile >> "$OUT/profile.txt" 2>&1 || status=1
+    done
+  done
+  grep -E "forward  |TFLOP" "$OUT/profile.txt" | tee -a "$OUT/gpu.log"
 fi
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then  # fixed seeds, small cases
   log "compute-sanitizer"
