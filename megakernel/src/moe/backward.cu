@@ -265,12 +265,16 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
   Tensor tB = thr.make_fragment_B(thr.partition_B(smem_tensor<256, BKMajor>(&s.b[0][0])));
   Tensor acc = partition_fragment_C(mma, Shape<Int<kBM>, Int<kWideN>>{});
   Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{}));
+  const long long c0 = clock64();
   init(acc, coord);
+  profile_lap(p.sync, kProfCarryIn, c0, ctid);
   const bool ok = consume_tile(
       p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
       [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
   if (!ok) return false;
+  const long long c1 = clock64();
   epilogue(acc, coord);
+  profile_lap(p.sync, kProfEpilogue, c1, ctid);
   return true;
 }
 
@@ -304,12 +308,14 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
         }
       });
   if (!ok) return false;
+  const long long lap = clock64();
   fence_proxy_async_global();  // d_g, d_u are read by TMA (d_x_k and wgrad tiles)
   consumer_barrier();
   if (ctid == 0 && id != p.skip_signal_task) {
     signal_add(&p.c_dh[t.shared ? p.d.mtiles_cap + t.m : t.m], 1);
     signal_add(&p.c_dh_expert[t.shared ? p.d.E : t.e], 1);
   }
+  profile_lap(p.sync, kProfSignal, lap, ctid);
   return true;
 }
 
@@ -328,8 +334,10 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
         }
       });
   if (!ok) return false;
+  const long long lap = clock64();
   consumer_barrier();
   if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_dx_total, 1);
+  profile_lap(p.sync, kProfSignal, lap, ctid);
   return true;
 }
 

@@ -144,6 +144,7 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
       p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
       [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
   if (!ok) return false;
+  long long lap = clock64();
   const bool sh = is_shared(t);
   const int I = sh ? p.d.Is : p.d.I;
   uint16_t* G = sh ? p.gs : p.g;
@@ -169,9 +170,11 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
       store_bf16x2(Hh + at, real ? o0.h : 0, real ? o1.h : 0);
     }
   }
+  lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
   fence_proxy_async_global();  // h is read by TMA in the down tiles
   consumer_barrier();
   if (ctid == 0 && id != p.skip_signal_task) signal_add(gateup_counter(p, t), 1);
+  profile_lap(p.sync, kProfSignal, lap, ctid);
   return true;
 }
 
@@ -188,6 +191,7 @@ __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps,
       p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
       [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
   if (!ok) return false;
+  long long lap = clock64();
   const int H = p.d.H;
   uint16_t* Y = sh ? p.ys : p.y;
   Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{}));
@@ -197,8 +201,10 @@ __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps,
     const uint16_t y0 = f32_to_bf16(acc(i)), y1 = f32_to_bf16(acc(i + 1));
     if (c < H && m < t.rows) store_bf16x2(Y + static_cast<int64_t>(t.m * kBM + m) * H + c, y0, y1);
   }
+  lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
   consumer_barrier();
   if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_down_total, 1);
+  profile_lap(p.sync, kProfSignal, lap, ctid);
   return true;
 }
 

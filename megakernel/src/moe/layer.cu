@@ -478,6 +478,9 @@ std::string MoeLayer::profile_report() {
                      per(c[mk::kProfTasks], n_compute), per(c[mk::kProfMainloop], n_compute),
                      per(c[mk::kProfTasks] - std::min(c[mk::kProfTasks], c[mk::kProfMainloop]), n_compute),
                      per(c[mk::kProfTail], n_compute));
+    r += fmt::format("  of the epilogues: stores issued {:.2f}, barrier + release {:.2f}, carried-in wgrad reads {:.2f}\n",
+                     per(c[mk::kProfEpilogue], n_compute), per(c[mk::kProfSignal], n_compute),
+                     per(c[mk::kProfCarryIn], n_compute));
     r += fmt::format("  data-movement CTAs: {:.2f}\n", per(c[mk::kProfComm], n_comm));
     for (int st = 1; st < mk::kStageCount; ++st)
       if (c[st] > 0) r += fmt::format("  waiting in '{}': {:.2f} per compute CTA\n", stage_name(st), per(c[st], n_compute));

@@ -54,7 +54,9 @@ struct ErrorRecord {
 // counted by one thread per warpgroup); the slots below: consumer main loops, epilogues, tasks, tails.
 enum ProfileSlot : int {
   kProfMainloop = kStageCount,
-  kProfEpilogue,
+  kProfEpilogue,  // consumers: after the main loop until the stores are issued
+  kProfSignal,    // consumers: the barrier + fence + counter release after the stores
+  kProfCarryIn,   // consumers: reading the carried-in weight-gradient accumulator
   kProfTasks,
   kProfTail,
   kProfComm,
@@ -71,6 +73,12 @@ struct SyncContext {
 
 __device__ __forceinline__ void profile_add(const SyncContext& s, int slot, long long cycles) {
   if (s.profile != nullptr) atomicAdd(&s.profile[slot], static_cast<unsigned long long>(cycles));
+}
+// Consumer thread 0's share of the epilogue slots: cycles from `from` to now into `slot`; returns now.
+__device__ __forceinline__ long long profile_lap(const SyncContext& s, int slot, long long from, int ctid) {
+  const long long now = clock64();
+  if (ctid == 0) profile_add(s, slot, now - from);
+  return now;
 }
 
 __device__ __forceinline__ int ld_acquire_gpu(const int* p) {
