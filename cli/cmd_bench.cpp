@@ -23,6 +23,7 @@ struct BenchOptions {
   uint64_t seed = 1;
   int iters = 20, warmup = 3;
   std::string dispatch = "pull";
+  std::string dispatch_backward;  // empty: as --dispatch
   std::optional<int> comm_sms;           // unset: 0 with pull, 16 with push
   std::optional<int> comm_sms_backward;  // unset: as --comm-sms
   int ctas = 0;
@@ -39,14 +40,20 @@ int bench_command(const BenchOptions& o) {
   const LayerSpec spec = load_preset(o.preset);
   const Routing routing = make_routing(spec, o.tokens, RoutingSource::parse(o.routing), o.seed);
   gpu::MoeOptions mo;
+  const std::string dispatch_bwd = o.dispatch_backward.empty() ? o.dispatch : o.dispatch_backward;
   require(o.dispatch == "pull" || o.dispatch == "push", "--dispatch must be pull or push, got '{}'", o.dispatch);
-  mo.pull = o.dispatch == "pull";
-  const int lo = mo.pull ? 0 : 1;
-  const int comm = o.comm_sms.value_or(mo.pull ? 0 : 16);
-  const int comm_bwd = o.comm_sms_backward.value_or(comm);
+  require(dispatch_bwd == "pull" || dispatch_bwd == "push", "--dispatch-backward must be pull or push, got '{}'",
+          dispatch_bwd);
+  mo.pull_forward = o.dispatch == "pull";
+  mo.pull_backward = dispatch_bwd == "pull";
+  const int lo = mo.pull_forward ? 0 : 1, lo_b = mo.pull_backward ? 0 : 1;
+  const int comm = o.comm_sms.value_or(mo.pull_forward ? 0 : 16);
+  // Each pass's default: 0 with pull, 16 with push; --comm-sms also sets the backward when both passes agree.
+  const int comm_bwd = o.comm_sms_backward.value_or(
+      o.comm_sms && mo.pull_forward == mo.pull_backward ? comm : (mo.pull_backward ? 0 : 16));
   require(comm >= lo && comm <= 1024, "--comm-sms must be in [{}, 1024] with --dispatch {}, got {}", lo, o.dispatch, comm);
-  require(comm_bwd >= lo && comm_bwd <= 1024, "--comm-sms-backward must be in [{}, 1024] with --dispatch {}, got {}",
-          lo, o.dispatch, comm_bwd);
+  require(comm_bwd >= lo_b && comm_bwd <= 1024,
+          "--comm-sms-backward must be in [{}, 1024] with backward dispatch {}, got {}", lo_b, dispatch_bwd, comm_bwd);
   mo.comm_ctas_forward = comm;
   mo.comm_ctas_backward = comm_bwd;
   mo.ctas = o.ctas;
@@ -73,7 +80,7 @@ int bench_command(const BenchOptions& o) {
     j["preset"] = spec.name;
     j["tokens"] = o.tokens;
     j["routing"] = o.routing;
-    j["dispatch"] = o.dispatch;
+    j["dispatch"] = o.dispatch == dispatch_bwd ? o.dispatch : o.dispatch + "/" + dispatch_bwd;
     j["comm_sms"] = mo.comm_ctas_forward;
     j["comm_sms_backward"] = mo.comm_ctas_backward;
     j["iters"] = o.iters;
@@ -101,6 +108,7 @@ Registrar bench("bench", "Time the megakernel layer (forward, forward + backward
                  "pull: the compute CTAs gather token rows straight into shared memory (no data-movement CTAs "
                  "needed); push: data-movement CTAs dispatch rows into expert-major buffers first")
       ->capture_default_str();
+  sub.add_option("--dispatch-backward", o->dispatch_backward, "pull | push for the backward's d_y rows (default: as --dispatch)");
   sub.add_option("--comm-sms", o->comm_sms,
                  "Data-movement CTAs of the forward (and backward) launch: [1, 1024] with push (default 16), "
                  "[0, 1024] with pull (default 0; they run only the combine and router-gradient tails)");

@@ -119,12 +119,12 @@ class MegakernelBackend final : public Backend {
 
 gpu::MoeOptions megakernel_options(const RunConfig& c) {
   gpu::MoeOptions o;
-  // Dispatch direction: pull (the compute CTAs gather the token rows themselves) needs no data-movement CTAs
-  // at R = 1, so the comm SM counts apply to push only. The forward's direction decides both passes: the
-  // backward's weight gradients read the rows the forward dispatched (push) or gather them again (pull).
-  o.pull = c.dispatch_forward == Direction::pull;
-  o.comm_ctas_forward = o.pull ? 0 : c.comm_sms_forward;
-  o.comm_ctas_backward = o.pull ? 0 : c.comm_sms_backward;
+  // Dispatch directions: pull (the compute CTAs gather the token rows themselves) needs no data-movement CTAs
+  // at R = 1, so a pass's comm SM count applies to push only.
+  o.pull_forward = c.dispatch_forward == Direction::pull;
+  o.pull_backward = c.dispatch_backward == Direction::pull;
+  o.comm_ctas_forward = o.pull_forward ? 0 : c.comm_sms_forward;
+  o.comm_ctas_backward = o.pull_backward ? 0 : c.comm_sms_backward;
   // The combine tail's task size follows the minibatch (0: the default of 16 tokens); at R = 1 the
   // overlap granularity of dispatch -> GEMM is the 128-row tile. Results never depend on either.
   if (c.minibatch > 0) o.combine_tokens = std::min(c.minibatch, 4096);

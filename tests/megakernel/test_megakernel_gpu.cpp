@@ -136,6 +136,10 @@ TEST_F(MegakernelGpu, IdenticalAcrossRunsSmSplitsAndCombineGranularity) {
     for (int run = 0; run < 3; ++run)
       EXPECT_EQ(bitwise_mismatches(first, mk->run(q)), "") << "pull, minibatch " << minibatch << " run " << run;
   }
+  for (auto [fwd, bwd] : {std::pair{Direction::pull, Direction::push}, {Direction::push, Direction::pull}}) {
+    q.config.dispatch_forward = fwd, q.config.dispatch_backward = bwd;
+    EXPECT_EQ(bitwise_mismatches(first, mk->run(q)), "") << "dispatch " << to_string(fwd) << "/" << to_string(bwd);
+  }
 }
 
 // A lost signal (a debug option skips one task's release) ends in an error naming the wait, within 10 s.
@@ -152,10 +156,10 @@ TEST_F(MegakernelGpu, LostSignalIsAnErrorNotAHang) {
   mi.router_weights = in.find("router_weights")->data<float>();
   for (int pass = 0; pass < 4; ++pass) {  // forward, backward; with pull, then with push dispatch
     gpu::MoeOptions o;
-    o.pull = pass < 2;
-    if (!o.pull) o.comm_ctas_forward = o.comm_ctas_backward = 8;
+    o.pull_forward = o.pull_backward = pass < 2;
+    if (pass >= 2) o.comm_ctas_forward = o.comm_ctas_backward = 8;
     o.wait_timeout_s = 1.0;
-    SCOPED_TRACE(fmt::format("pass {}, {}", pass % 2 == 0 ? "forward" : "backward", o.pull ? "pull" : "push"));
+    SCOPED_TRACE(fmt::format("pass {}, {}", pass % 2 == 0 ? "forward" : "backward", pass < 2 ? "pull" : "push"));
     (pass % 2 == 0 ? o.lose_signal_forward : o.lose_signal_backward) = 0;  // task 0: the shared expert's first tile
     gpu::MoeLayer layer(spec, 256, o);
     layer.set_inputs(mi);

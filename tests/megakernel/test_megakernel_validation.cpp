@@ -42,7 +42,7 @@ TEST(MegakernelValidation, NamesTheArgument) {
   EXPECT_NE(error_of(bad, 64).find("--mma"), std::string::npos);
   EXPECT_NE(error_of(s, 0).find("tokens per rank must be in [1,"), std::string::npos);
   gpu::MoeOptions o;
-  o.pull = false;  // push dispatch needs data-movement CTAs
+  o.pull_forward = o.pull_backward = false;  // push dispatch needs data-movement CTAs
   o.comm_ctas_forward = 0;
   o.comm_ctas_backward = 1;
   try {
@@ -52,7 +52,11 @@ TEST(MegakernelValidation, NamesTheArgument) {
     EXPECT_NE(std::string(e.what()).find("comm SMs (forward) must be in [1, 1024] for the megakernel with push"),
               std::string::npos);
   }
-  o.pull = true;  // pull gathers rows in the compute CTAs: none needed
+  o.pull_forward = true;  // pull gathers rows in the compute CTAs: none needed
+  EXPECT_NO_THROW(o.validate());
+  o.comm_ctas_backward = 0;  // the backward still pushes
+  EXPECT_THROW(o.validate(), Error);
+  o.pull_backward = true;
   EXPECT_NO_THROW(o.validate());
   o.comm_ctas_backward = -1;
   EXPECT_THROW(o.validate(), Error);

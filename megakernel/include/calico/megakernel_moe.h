@@ -17,12 +17,15 @@
 namespace calico::gpu {
 
 struct MoeOptions {
-  // Dispatch. pull (RunConfig's dispatch direction): the compute CTAs gather token rows (x; d_y = w * d_out)
-  // straight into their shared-memory stages, with no expert-major copies and no data-movement CTAs needed
-  // (R = 1). push: data-movement CTAs write the rows into expert-major buffers first (the path peers use).
-  bool pull = true;
-  int comm_ctas_forward = 0;   // data-movement CTAs of the forward launch (RunConfig::comm_sms_forward);
-  int comm_ctas_backward = 0;  // and of the backward launch; >= 1 with push. With pull they run only tails
+  // Dispatch (RunConfig's dispatch directions). pull: the compute CTAs gather token rows straight into their
+  // shared-memory stages, with no expert-major copy and no data-movement CTA (R = 1). push: data-movement
+  // CTAs write the rows into expert-major buffers first (the path peers use).
+  //   pull_forward: the x rows, in the forward and again in the backward's dW_gate/dW_up (push: the forward's
+  //                 expert-major copy is read there);
+  //   pull_backward: the d_y = bf16(w * d_out) rows of the backward.
+  bool pull_forward = true, pull_backward = true;
+  int comm_ctas_forward = 0;   // data-movement CTAs of the forward launch (RunConfig::comm_sms_forward), >= 1
+  int comm_ctas_backward = 0;  // with push; with pull they run only the tails (combine, router gradient)
   int ctas = 0;                 // CTAs per launch (persistent: at most one per SM); 0 = every SM
   int combine_tokens = 16;      // tokens per combine task (the tail's granularity; results never depend on it)
 #ifdef NDEBUG

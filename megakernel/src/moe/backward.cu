@@ -164,7 +164,7 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
   bf16_t* a = &s.a[0][0];
   bf16_t* b = &s.b[0][0];
   const int l = t.shared ? 0 : t.e;
-  const bool pull = p.pull && !t.shared;
+  const bool pull_dy = p.pull_dy && !t.shared, pull_x = p.pull_x && !t.shared;
   // pull: d_y = bf16(w * d_out) rows and x rows gathered from d_out and x (gemm/gather.cuh)
   const RowGather dy_rows{p.d_out, d.H, d.H, p.sch.row_token, p.sch.row_weight};
   const RowGather x_rows{p.x, d.H, d.H, p.sch.row_token, nullptr};
@@ -175,7 +175,7 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
       const OpMN256& B = t.shared ? p.tma_wsd_t : p.tma_wd_t;
       auto load_b = [&](int kt, int st, uint64_t* bar) { tma_load(B, bar, b, st, t.n, kt, l); };
       const int k_tiles = ceil_div(d.H, kBK);
-      if (pull)
+      if (pull_dy)
         return produce_tile<true>(
             sc, s, ps, k_tiles, OpMN256::kTileBytes, id, ptid, load_b,
             [&](int kt, int st) { KMajorRows::gather(dy_rows, a, st, t.m * kBM, kt * kBK, ptid); },
@@ -212,7 +212,7 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
       const OpMN256& B = t.shared ? p.tma_hs_mn : p.tma_h_mn;
       const int k0 = t.row0 / kBK, k_tiles = ceil_div(chain_steps(t), kBK / 16);
       auto load_b = [&](int kt, int st, uint64_t* bar) { tma_load(B, bar, b, st, t.n, k0 + kt, 0); };
-      if (pull)  // A = d_y with the token rows as K: MN = the 128 columns of H at t.m
+      if (pull_dy)  // A = d_y with the token rows as K: MN = the 128 columns of H at t.m
         return produce_tile<true>(
             sc, s, ps, k_tiles, OpMN256::kTileBytes, id, ptid, load_b,
             [&](int kt, int st) { MnMajorRows<kBM>::gather(dy_rows, a, st, t.row0 + kt * kBK, t.m * kBM, ptid); },
@@ -240,7 +240,7 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
       const OpMN128& A = t.shared ? (up ? p.tma_dus_mn : p.tma_dgs_mn) : (up ? p.tma_du_mn : p.tma_dg_mn);
       const int k0 = t.row0 / kBK, k_tiles = ceil_div(chain_steps(t), kBK / 16);
       auto load_a = [&](int kt, int st, uint64_t* bar) { tma_load(A, bar, a, st, t.m, k0 + kt, 0); };
-      if (pull)  // B = x with the token rows as K: MN = the 256 columns of H at t.n
+      if (pull_x)  // B = x with the token rows as K: MN = the 256 columns of H at t.n
         return produce_tile<true>(
             sc, s, ps, k_tiles, OpMN128::kTileBytes, id, ptid, load_a,
             [&](int kt, int st) { MnMajorRows<kWideN>::gather(x_rows, b, st, t.row0 + kt * kBK, t.n * kWideN, ptid); },
@@ -258,7 +258,7 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
 // One 128 x 256 tile: `init(acc, coord)`, the K loop, `epilogue(acc, coord)`.
 template <class Mma, bool AKMajor, bool BKMajor, class Init, class Epilogue>
 __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, PipeState& ps, int id, int ctid,
-                                          int k_tiles, Init&& init, Epilogue&& epilogue) {
+                                          int k_tiles, int main_slot, Init&& init, Epilogue&& epilogue) {
   Mma mma;
   auto thr = mma.get_thread_slice(ctid);
   Tensor tA = thr.make_fragment_A(thr.partition_A(smem_tensor<128, AKMajor>(&s.a[0][0])));
@@ -267,12 +267,12 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
   Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{}));
   const long long c0 = clock64();
   init(acc, coord);
-  profile_lap(p.sync, kProfCarryIn, c0, ctid);
+  const long long cm = profile_lap(p.sync, kProfCarryIn, c0, ctid);
   const bool ok = consume_tile(
       p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
       [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
   if (!ok) return false;
-  const long long c1 = clock64();
+  const long long c1 = profile_lap(p.sync, main_slot, cm, ctid);
   epilogue(acc, coord);
   profile_lap(p.sync, kProfEpilogue, c1, ctid);
   return true;
@@ -287,7 +287,7 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
   const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
   const int k_tiles = ceil_div(p.d.H, kBK);
   const bool ok = wide_tile<MmaDgrad, true, false>(
-      p, s, ps, id, ctid, k_tiles, [](auto& acc, auto&) { clear(acc); },
+      p, s, ps, id, ctid, k_tiles, kProfMainDgradH, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
         CUTE_UNROLL
         for (int i = 0; i < size(acc); i += 2) {
@@ -324,7 +324,7 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
   uint16_t* DX = t.shared ? p.dxs : p.dx;
   const int k_tiles = 2 * ceil_div(t.shared ? p.d.Is : p.d.I, kBK);
   const bool ok = wide_tile<MmaDgrad, true, false>(
-      p, s, ps, id, ctid, k_tiles, [](auto& acc, auto&) { clear(acc); },
+      p, s, ps, id, ctid, k_tiles, kProfMainDgradX, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
         CUTE_UNROLL
         for (int i = 0; i < size(acc); i += 2) {
@@ -362,7 +362,7 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
     }
   };
   const bool ok = wide_tile<MmaWgrad, false, false>(
-      p, s, ps, id, ctid, ceil_div(chain_steps(t), kBK / 16),
+      p, s, ps, id, ctid, ceil_div(chain_steps(t), kBK / 16), kProfMainWgrad,
       [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator
         locate(coord);
         CUTE_UNROLL
@@ -420,7 +420,7 @@ __device__ void backward_tail(const BackwardParams& p, const BwdPlan& plan, int 
 }
 
 __device__ void backward_comm(const BackwardParams& p, const BwdPlan& plan, GemmSmem& s) {
-  for (int m = blockIdx.x; !p.pull && m < plan.mt; m += p.n_comm) {  // pull: the compute CTAs gather d_y
+  for (int m = blockIdx.x; !p.pull_dy && m < plan.mt; m += p.n_comm) {  // pull: the compute CTAs gather d_y
     dispatch_dy_rows(p.d_out, p.sch.row_token, p.sch.row_weight, p.dy, m * kBM, kBM, p.d.H, threadIdx.x, kThreads);
     fence_proxy_async_global();  // read by TMA in the d_h and dW_down tiles
     __syncthreads();

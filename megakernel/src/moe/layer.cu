@@ -91,13 +91,13 @@ __global__ void fill_uniform_bf16(uint16_t* p, size_t n, uint64_t seed, float sc
 }  // namespace
 
 void MoeOptions::validate() const {
-  const int lo = pull ? 0 : 1;
-  require(comm_ctas_forward >= lo && comm_ctas_forward <= 1024,
+  const int lo_f = pull_forward ? 0 : 1, lo_b = pull_backward ? 0 : 1;
+  require(comm_ctas_forward >= lo_f && comm_ctas_forward <= 1024,
           "comm SMs (forward) must be in [{}, 1024] for the megakernel with {} dispatch (data-movement CTAs), got {}",
-          lo, pull ? "pull" : "push", comm_ctas_forward);
-  require(comm_ctas_backward >= lo && comm_ctas_backward <= 1024,
-          "comm SMs (backward) must be in [{}, 1024] for the megakernel with {} dispatch, got {}", lo,
-          pull ? "pull" : "push", comm_ctas_backward);
+          lo_f, pull_forward ? "pull" : "push", comm_ctas_forward);
+  require(comm_ctas_backward >= lo_b && comm_ctas_backward <= 1024,
+          "comm SMs (backward) must be in [{}, 1024] for the megakernel with {} dispatch, got {}", lo_b,
+          pull_backward ? "pull" : "push", comm_ctas_backward);
   require(ctas >= 0 && ctas <= 4096, "ctas must be in [0, 4096] (0 = every SM), got {}", ctas);
   require(combine_tokens >= 1 && combine_tokens <= 4096, "combine tokens must be in [1, 4096], got {}", combine_tokens);
   require(std::isfinite(wait_timeout_s) && wait_timeout_s > 0 && wait_timeout_s <= 3600,
@@ -203,8 +203,8 @@ struct MoeLayer::Impl {
     topk = i32(T * K), rw = f32(T * K);
     wg = bf16(E * I * H), wu = bf16(E * I * H), wd = bf16(E * H * I);
     // push only: the expert-major copies of x and d_y (pull gathers the rows inside the GEMM tiles)
-    xp = opt.pull ? nullptr : bf16(rows * H);
-    dy = opt.pull ? nullptr : bf16(rows * H);
+    xp = opt.pull_forward ? nullptr : bf16(rows * H);
+    dy = opt.pull_backward ? nullptr : bf16(rows * H);
     g = bf16(rows * I), u = bf16(rows * I), h = bf16(rows * I), y = bf16(rows * H);
     out = bf16(T * H);
     dg = bf16(rows * I), du = bf16(rows * I), dx = bf16(rows * H), d_x = bf16(T * H);
@@ -246,14 +246,14 @@ struct MoeLayer::Impl {
     mk::SyncContext sync{error, abort_flag, static_cast<uint64_t>(opt.wait_timeout_s * 1e9), 0, profile};
     fp = {};
     fp.d = d, fp.sch = sch, fp.sync = sync;
-    fp.n_comm = opt.comm_ctas_forward, fp.pull = opt.pull, fp.combine_tokens = opt.combine_tokens, fp.skip_signal_task = opt.lose_signal_forward;
+    fp.n_comm = opt.comm_ctas_forward, fp.pull = opt.pull_forward, fp.combine_tokens = opt.combine_tokens, fp.skip_signal_task = opt.lose_signal_forward;
     fp.x = x, fp.router_weights = rw;
     fp.xp = xp, fp.g = g, fp.u = u, fp.h = h, fp.y = y, fp.gs = gs, fp.us = us, fp.hs = hs, fp.ys = ys, fp.out = out;
     fp.c_dispatched = counters_fwd;
     fp.c_gateup = fp.c_dispatched + d.mtiles_cap;
     fp.c_down_total = fp.c_gateup + d.mtiles_cap + d.shared_mtiles();
     fp.c_tail = fp.c_down_total + 1;
-    if (!opt.pull) fp.tma_xp = rows_as_k_major<128>(xp, rows, H);
+    if (!opt.pull_forward) fp.tma_xp = rows_as_k_major<128>(xp, rows, H);
     fp.tma_wg = weight<128>(wg, E, I, H);
     fp.tma_wu = weight<128>(wu, E, I, H);
     fp.tma_h = rows_as_k_major<128>(h, rows, I);
@@ -269,7 +269,7 @@ struct MoeLayer::Impl {
     bp = {};
     bp.d = d, bp.sch = sch, bp.sync = sync;
     if (profile) bp.sync.profile = profile + mk::kProfSlots;
-    bp.n_comm = opt.comm_ctas_backward, bp.pull = opt.pull, bp.combine_tokens = opt.combine_tokens, bp.skip_signal_task = opt.lose_signal_backward;
+    bp.n_comm = opt.comm_ctas_backward, bp.pull_x = opt.pull_forward, bp.pull_dy = opt.pull_backward, bp.combine_tokens = opt.combine_tokens, bp.skip_signal_task = opt.lose_signal_backward;
     bp.router_pairs = mk::kThreads;
     bp.d_out = d_out;
     bp.xp = xp, bp.g = g, bp.u = u, bp.h = h, bp.y = y, bp.x = x, bp.gs = gs, bp.us = us, bp.hs = hs;
@@ -282,11 +282,11 @@ struct MoeLayer::Impl {
     bp.c_dh_expert = bp.c_dh + d.mtiles_cap + d.shared_mtiles();
     bp.c_dx_total = bp.c_dh_expert + E + 1;
     bp.c_tail = bp.c_dx_total + 1;
-    if (!opt.pull) {
+    if (!opt.pull_backward) {
       bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
       bp.tma_dy_mn = rows_as_k<128>(dy, rows, H);
-      bp.tma_xp_mn = rows_as_k<256>(xp, rows, H);
     }
+    if (!opt.pull_forward) bp.tma_xp_mn = rows_as_k<256>(xp, rows, H);
     bp.tma_dg = rows_as_k_major<128>(dg, rows, I);
     bp.tma_du = rows_as_k_major<128>(du, rows, I);
     bp.tma_wd_t = weight_transposed<256>(wd, E, H, I);  // N = j (I), K = c (H)
@@ -481,6 +481,10 @@ std::string MoeLayer::profile_report() {
     r += fmt::format("  of the epilogues: stores issued {:.2f}, barrier + release {:.2f}, carried-in wgrad reads {:.2f}\n",
                      per(c[mk::kProfEpilogue], n_compute), per(c[mk::kProfSignal], n_compute),
                      per(c[mk::kProfCarryIn], n_compute));
+    if (pass == 1)
+      r += fmt::format("  main loops by GEMM: d_h {:.2f}, d_x_k {:.2f}, weight gradients {:.2f}\n",
+                       per(c[mk::kProfMainDgradH], n_compute), per(c[mk::kProfMainDgradX], n_compute),
+                       per(c[mk::kProfMainWgrad], n_compute));
     r += fmt::format("  data-movement CTAs: {:.2f}\n", per(c[mk::kProfComm], n_comm));
     for (int st = 1; st < mk::kStageCount; ++st)
       if (c[st] > 0) r += fmt::format("  waiting in '{}': {:.2f} per compute CTA\n", stage_name(st), per(c[st], n_compute));
@@ -491,9 +495,9 @@ std::string MoeLayer::profile_report() {
 std::string MoeLayer::describe() const {
   const auto& m = *impl_;
   return fmt::format(
-      "megakernel sm_90a: {} dispatch, {} CTAs x {} threads ({} forward / {} backward data-movement CTAs), tiles {}x{} "
+      "megakernel sm_90a: {}/{} dispatch (forward/backward), {} CTAs x {} threads ({} forward / {} backward data-movement CTAs), tiles {}x{} "
       "(gate/up {}+{}), K stage {}, {} stages, {} KB shared memory, {:.2f} GB on the device",
-      m.opt.pull ? "pull" : "push", m.ctas, mk::kThreads, m.opt.comm_ctas_forward, m.opt.comm_ctas_backward, kBM, mk::kWideN, mk::kGateUpN,
+      m.opt.pull_forward ? "pull" : "push", m.opt.pull_backward ? "pull" : "push", m.ctas, mk::kThreads, m.opt.comm_ctas_forward, m.opt.comm_ctas_backward, kBM, mk::kWideN, mk::kGateUpN,
       mk::kGateUpN, mk::kBK, mk::kStages, mk::gemm_smem_bytes() / 1024, m.bytes / 1e9);
 }
 

@@ -57,6 +57,7 @@ enum ProfileSlot : int {
   kProfEpilogue,  // consumers: after the main loop until the stores are issued
   kProfSignal,    // consumers: the barrier + fence + counter release after the stores
   kProfCarryIn,   // consumers: reading the carried-in weight-gradient accumulator
+  kProfMainDgradH, kProfMainDgradX, kProfMainWgrad,  // backward main loops by GEMM kind
   kProfTasks,
   kProfTail,
   kProfComm,
