@@ -170,6 +170,7 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
       store_bf16x2(Hh + at, real ? o0.h : 0, real ? o1.h : 0);
     }
   }
+  profile_lap(p.sync, kProfEpiGateUp, lap, ctid);
   lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
   fence_proxy_async_global();  // h is read by TMA in the down tiles
   consumer_barrier();

@@ -481,6 +481,7 @@ std::string MoeLayer::profile_report() {
     r += fmt::format("  of the epilogues: stores issued {:.2f}, barrier + release {:.2f}, carried-in wgrad reads {:.2f}\n",
                      per(c[mk::kProfEpilogue], n_compute), per(c[mk::kProfSignal], n_compute),
                      per(c[mk::kProfCarryIn], n_compute));
+    if (pass == 0) r += fmt::format("  of which gate/up epilogues {:.2f}\n", per(c[mk::kProfEpiGateUp], n_compute));
     if (pass == 1)
       r += fmt::format("  main loops by GEMM: d_h {:.2f}, d_x_k {:.2f}, weight gradients {:.2f}\n",
                        per(c[mk::kProfMainDgradH], n_compute), per(c[mk::kProfMainDgradX], n_compute),

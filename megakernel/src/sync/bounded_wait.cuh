@@ -58,6 +58,7 @@ enum ProfileSlot : int {
   kProfSignal,    // consumers: the barrier + fence + counter release after the stores
   kProfCarryIn,   // consumers: reading the carried-in weight-gradient accumulator
   kProfMainDgradH, kProfMainDgradX, kProfMainWgrad,  // backward main loops by GEMM kind
+  kProfEpiGateUp,  // forward: the gate/up epilogues (SwiGLU + three stores) within kProfEpilogue
   kProfTasks,
   kProfTail,
   kProfComm,
