@@ -20,8 +20,8 @@ struct MoeOptions {
   // Dispatch (RunConfig's dispatch directions). pull: the compute CTAs gather token rows straight into their
   // shared-memory stages, with no expert-major copy and no data-movement CTA (R = 1). push: data-movement
   // CTAs write the rows into expert-major buffers first (the path peers use).
-  //   pull_forward: the x rows, in the forward and again in the backward's dW_gate/dW_up (push: the forward's
-  //                 expert-major copy is read there);
+  //   pull_forward: the x rows of the forward (the gate/up tiles of column 0 also write their gathered rows
+  //                 to the expert-major copy that the backward's dW_gate/dW_up read);
   //   pull_backward: the d_y = bf16(w * d_out) rows of the backward.
   bool pull_forward = true, pull_backward = true;
   int comm_ctas_forward = 0;   // data-movement CTAs of the forward launch (RunConfig::comm_sms_forward), >= 1

@@ -56,6 +56,19 @@ struct KMajorRows {
       cp_async_16(at(a, stage, r, c), ok ? g.src + static_cast<int64_t>(t) * g.ld + col : g.src, ok);
     }
   }
+  // The copied chunks, once landed, also to rows [row0, row0 + 128) of the expert-major buffer `dst`
+  // (g.cols columns; padding rows as the zeros they were filled with).
+  __device__ static void write_back(const RowGather& g, bf16_t* a, int stage, uint16_t* dst, int row0, int k0,
+                                    int ptid) {
+    const int c = (ptid % kChunksPerRow) * 8, col = k0 + c;
+    if (col >= g.cols) return;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int r = ptid / kChunksPerRow + kRowStep * i;
+      *reinterpret_cast<uint4*>(dst + static_cast<int64_t>(row0 + r) * g.cols + col) =
+          *reinterpret_cast<const uint4*>(at(a, stage, r, c));
+    }
+  }
   __device__ static void scale(const RowGather& g, bf16_t* a, int stage, int row0, int k0, int ptid) {
     const int c = (ptid % kChunksPerRow) * 8;
     if (k0 + c >= g.cols) return;  // zero fill past the tensor stays +0

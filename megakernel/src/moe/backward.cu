@@ -22,6 +22,7 @@
 #include "dispatch/rows.cuh"
 #include "gemm/epilogue.cuh"
 #include "gemm/gather.cuh"
+#include "gemm/store.cuh"
 #include "moe/params.cuh"
 #include "moe/persistent.cuh"
 
@@ -164,10 +165,9 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
   bf16_t* a = &s.a[0][0];
   bf16_t* b = &s.b[0][0];
   const int l = t.shared ? 0 : t.e;
-  const bool pull_dy = p.pull_dy && !t.shared, pull_x = p.pull_x && !t.shared;
+  const bool pull_dy = p.pull_dy && !t.shared;
   // pull: d_y = bf16(w * d_out) rows and x rows gathered from d_out and x (gemm/gather.cuh)
   const RowGather dy_rows{p.d_out, d.H, d.H, p.sch.row_token, p.sch.row_weight};
-  const RowGather x_rows{p.x, d.H, d.H, p.sch.row_token, nullptr};
   constexpr uint32_t kBytesDgrad = OpK128::kTileBytes + OpMN256::kTileBytes;
   constexpr uint32_t kBytesWgrad = OpMN128::kTileBytes + OpMN256::kTileBytes;
   switch (t.kind) {
@@ -238,16 +238,11 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
       fence_proxy_async_global();
       const bool up = t.kind == kWUp;
       const OpMN128& A = t.shared ? (up ? p.tma_dus_mn : p.tma_dgs_mn) : (up ? p.tma_du_mn : p.tma_dg_mn);
-      const int k0 = t.row0 / kBK, k_tiles = ceil_div(chain_steps(t), kBK / 16);
-      auto load_a = [&](int kt, int st, uint64_t* bar) { tma_load(A, bar, a, st, t.m, k0 + kt, 0); };
-      if (pull_x)  // B = x with the token rows as K: MN = the 256 columns of H at t.n
-        return produce_tile<true>(
-            sc, s, ps, k_tiles, OpMN128::kTileBytes, id, ptid, load_a,
-            [&](int kt, int st) { MnMajorRows<kWideN>::gather(x_rows, b, st, t.row0 + kt * kBK, t.n * kWideN, ptid); },
-            [](int, int) {});
+      // B: the forward's expert-major x rows (dispatched by push, written back from the gathered stages by pull)
       const OpMN256& B = t.shared ? p.tma_x_mn : p.tma_xp_mn;
+      const int k0 = t.row0 / kBK, k_tiles = ceil_div(chain_steps(t), kBK / 16);
       return produce_tile(sc, s, ps, k_tiles, kBytesWgrad, id, ptid, [&](int kt, int st, uint64_t* bar) {
-        load_a(kt, st, bar);
+        tma_load(A, bar, a, st, t.m, k0 + kt, 0);
         tma_load(B, bar, b, st, t.n, k0 + kt, 0);
       });
     }
@@ -326,11 +321,19 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
   const bool ok = wide_tile<MmaDgrad, true, false>(
       p, s, ps, id, ctid, k_tiles, kProfMainDgradX, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
+        const int lane = ctid % 32;
+        check_store_fragment(coord, acc, lane);
+        uint32_t* stage = warp_stage(s, ctid);
         CUTE_UNROLL
-        for (int i = 0; i < size(acc); i += 2) {
-          const int m = get<0>(coord(i)), c = t.n * kWideN + get<1>(coord(i));
-          if (c >= H || m >= t.rows) continue;
-          store_bf16x2(DX + static_cast<int64_t>(t.m * kBM + m) * H + c, f32_to_bf16(acc(i)), f32_to_bf16(acc(i + 1)));
+        for (int r = 0; r < 2; ++r) {
+          stage_half(stage, lane, r,
+                     [&](int pr) { return pack_bf16x2(f32_to_bf16(acc(2 * pr)), f32_to_bf16(acc(2 * pr + 1))); });
+#pragma unroll
+          for (int jr = 0; jr < 8; ++jr) {
+            const int m = staged_row(coord, lane, r, jr), c = t.n * kWideN + 8 * lane;
+            if (c < H && m < t.rows)
+              store_16(DX + static_cast<int64_t>(t.m * kBM + m) * H + c, staged_chunk(stage, jr, lane));
+          }
         }
       });
   if (!ok) return false;

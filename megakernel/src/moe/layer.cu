@@ -202,8 +202,9 @@ struct MoeLayer::Impl {
     x = bf16(T * H), d_out = bf16(T * H);
     topk = i32(T * K), rw = f32(T * K);
     wg = bf16(E * I * H), wu = bf16(E * I * H), wd = bf16(E * H * I);
-    // push only: the expert-major copies of x and d_y (pull gathers the rows inside the GEMM tiles)
-    xp = opt.pull_forward ? nullptr : bf16(rows * H);
+    // xp: the expert-major x rows, read by dW_gate/dW_up (push: dispatched; pull: written back by the gate/up
+    // tiles of column 0 from their gathered stages). dy: push only (pull gathers the rows in the GEMM tiles).
+    xp = bf16(rows * H);
     dy = opt.pull_backward ? nullptr : bf16(rows * H);
     g = bf16(rows * I), u = bf16(rows * I), h = bf16(rows * I), y = bf16(rows * H);
     out = bf16(T * H);
@@ -269,7 +270,7 @@ struct MoeLayer::Impl {
     bp = {};
     bp.d = d, bp.sch = sch, bp.sync = sync;
     if (profile) bp.sync.profile = profile + mk::kProfSlots;
-    bp.n_comm = opt.comm_ctas_backward, bp.pull_x = opt.pull_forward, bp.pull_dy = opt.pull_backward, bp.combine_tokens = opt.combine_tokens, bp.skip_signal_task = opt.lose_signal_backward;
+    bp.n_comm = opt.comm_ctas_backward, bp.pull_dy = opt.pull_backward, bp.combine_tokens = opt.combine_tokens, bp.skip_signal_task = opt.lose_signal_backward;
     bp.router_pairs = mk::kThreads;
     bp.d_out = d_out;
     bp.xp = xp, bp.g = g, bp.u = u, bp.h = h, bp.y = y, bp.x = x, bp.gs = gs, bp.us = us, bp.hs = hs;
@@ -286,7 +287,7 @@ struct MoeLayer::Impl {
       bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
       bp.tma_dy_mn = rows_as_k<128>(dy, rows, H);
     }
-    if (!opt.pull_forward) bp.tma_xp_mn = rows_as_k<256>(xp, rows, H);
+    bp.tma_xp_mn = rows_as_k<256>(xp, rows, H);
     bp.tma_dg = rows_as_k_major<128>(dg, rows, I);
     bp.tma_du = rows_as_k_major<128>(du, rows, I);
     bp.tma_wd_t = weight_transposed<256>(wd, E, H, I);  // N = j (I), K = c (H)

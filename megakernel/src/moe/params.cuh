@@ -63,7 +63,6 @@ struct BackwardParams {
   DeviceSchedule sch;
   SyncContext sync;
   int n_comm = 1;
-  int pull_x = 0;             // 1: dW_gate/dW_up gather x rows; 0: read the forward's expert-major copy
   int pull_dy = 0;            // 1: compute CTAs gather d_y = w * d_out rows; 0: comm CTAs dispatch them
   int combine_tokens = 16;
   int router_pairs = 128;     // (t, k) pairs per router-gradient task
