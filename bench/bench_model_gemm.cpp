@@ -17,6 +17,9 @@
 #include <vector>
 
 #include "model_gemm.h"
+#if defined(CALICO_BENCH_EIGEN_AVX2)
+#include "eigen_avx2.h"
+#endif
 
 namespace {
 
@@ -106,6 +109,24 @@ void BM_ModelGemmScalarSpec(benchmark::State& state) {
   set_flops(state, M, N, K);
 }
 
+#if defined(CALICO_BENCH_EIGEN_AVX2)
+// Eigen's float GEMM built for AVX2 (the AVX2 model kernel's yardstick on this AVX-512 host).
+void BM_EigenFloatGemmAvx2(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const auto a16 = random_bf16(M * K, 1.0f, 1), b16 = random_bf16(N * K, 0.02f, 2);
+  std::vector<float> A(M * K), B(K * N), C(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) A[k * M + m] = calico::bf16_to_f32(a16[m * K + k]);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) B[n * K + k] = calico::bf16_to_f32(b16[n * K + k]);
+  for (auto _ : state) {
+    eigen_avx2_product(A.data(), B.data(), C.data(), M, N, K, omp_get_max_threads());
+    benchmark::DoNotOptimize(C.data());
+  }
+  set_flops(state, M, N, K);
+}
+#endif
+
 void BM_EigenFloatGemm(benchmark::State& state) {
   const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
   Eigen::setNbThreads(omp_get_max_threads());
@@ -152,6 +173,10 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark((std::string("BM_ModelGemm_") + calico::ref::to_string(k)).c_str(), BM_ModelGemm, k)
           ->Args(shape)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("BM_EigenFloatGemm", BM_EigenFloatGemm)->Args(shape)->Unit(benchmark::kMillisecond)->UseRealTime();
+#if defined(CALICO_BENCH_EIGEN_AVX2)
+    benchmark::RegisterBenchmark("BM_EigenFloatGemmAvx2", BM_EigenFloatGemmAvx2)->Args(shape)
+        ->Unit(benchmark::kMillisecond)->UseRealTime();
+#endif
   }
   benchmark::RegisterBenchmark("BM_ModelGemmScalarSpec", BM_ModelGemmScalarSpec)->Args({256, 256, 256})
       ->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -170,11 +195,17 @@ int main(int argc, char** argv) {
     const std::string suffix = "/" + shape_name(shape) + "/real_time";
     const auto eigen = reporter.gflops.find("BM_EigenFloatGemm" + suffix);
     if (eigen == reporter.gflops.end() || eigen->second <= 0) continue;
-    std::printf("  %-16s eigen %7.1f GFLOP/s", shape_name(shape).c_str(), eigen->second);
+    // The AVX2 kernel is compared with the AVX2 Eigen when the build has one (and with the native Eigen too).
+    const auto eigen2 = reporter.gflops.find("BM_EigenFloatGemmAvx2" + suffix);
+    std::printf("  %-16s eigen %6.1f", shape_name(shape).c_str(), eigen->second);
+    if (eigen2 != reporter.gflops.end()) std::printf("  eigen-avx2 %6.1f", eigen2->second);
+    std::printf(" GFLOP/s |");
     for (GemmKernel k : kernels) {
       const auto m = reporter.gflops.find(std::string("BM_ModelGemm_") + calico::ref::to_string(k) + suffix);
-      if (m != reporter.gflops.end())
-        std::printf("   %s %7.1f (%.2fx)", calico::ref::to_string(k), m->second, m->second / eigen->second);
+      if (m == reporter.gflops.end()) continue;
+      std::printf("  %s %6.1f = %.2fx eigen", calico::ref::to_string(k), m->second, m->second / eigen->second);
+      if (k == GemmKernel::avx2 && eigen2 != reporter.gflops.end() && eigen2->second > 0)
+        std::printf(" (%.2fx eigen-avx2)", m->second / eigen2->second);
     }
     std::printf("\n");
   }
