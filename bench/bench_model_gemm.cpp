@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "model_gemm.h"
 #if defined(CALICO_BENCH_EIGEN_AVX2)
 #include "eigen_avx2.h"
@@ -150,6 +152,8 @@ const std::vector<std::vector<int64_t>> kCompareShapes = {{2048, 768, 2048}, {10
 // Console output as usual; also keeps each run's GFLOP/s for the summary.
 class SummaryReporter : public benchmark::ConsoleReporter {
  public:
+  // Tabular counters; colour only on a terminal (a custom display reporter does not get the flags' options).
+  SummaryReporter() : ConsoleReporter(isatty(fileno(stdout)) ? OO_ColorTabular : OO_Tabular) {}
   std::map<std::string, double> gflops;
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
