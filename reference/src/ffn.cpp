@@ -10,6 +10,7 @@
 
 #include "calico/numerics.h"
 #include "model_gemm.h"
+#include "parallel.h"
 #include "profile.h"
 
 namespace calico::ref::detail {
@@ -81,8 +82,8 @@ std::vector<uint16_t> transpose(const uint16_t* a, int64_t rows, int64_t cols, i
 
 namespace {
 
-std::vector<uint16_t> round_all(const std::vector<float>& v) {
-  std::vector<uint16_t> out(v.size());
+UninitVector<uint16_t> round_all(const std::vector<float>& v) {
+  UninitVector<uint16_t> out(v.size());
 #pragma omp parallel for schedule(static) if (static_cast<int64_t>(v.size()) >= kParallelMin)
   for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i) out[i] = f32_to_bf16(v[i]);
   return out;
@@ -105,7 +106,7 @@ void ffn_forward_one(const LayerSpec& spec, int inter, int64_t n, const uint16_t
                      const uint16_t* Wu, const uint16_t* Wd, FfnSaved& saved, uint16_t* y) {
   const int64_t H = spec.hidden, I = inter;
   saved.rows = n;
-  saved.x.assign(X, X + n * H);
+  saved.x.assign(X, X + n * H);  // (mxfp8 path)
   if (n == 0) return;
   std::vector<float> acc(static_cast<size_t>(n * I), 0.0f);
   { ProfileScope p("fwd gemm gate", 2.0 * n * I * H); gemm(spec, n, I, H, X, Wg, acc.data()); }
@@ -206,42 +207,54 @@ void ffn_forward_batch(const LayerSpec& spec, const std::vector<FfnForwardTask>&
   }
   const int64_t H = spec.hidden;
   const size_t count = tasks.size();
-  std::vector<std::vector<float>> acc_g(count), acc_u(count), out(count);
+  // The fp32 accumulators of all tasks live in one buffer each (offsets oi: n*I, oh: n*H), zeroed in
+  // parallel: no per-expert allocation, no serial zero-fill.
+  std::vector<int64_t> oi(count + 1, 0), oh(count + 1, 0);
   std::vector<TaskRow> rows;
-  std::vector<GemmJob> jobs;
-  double flops = 0;
   for (size_t i = 0; i < count; ++i) {
     const FfnForwardTask& t = tasks[i];
-    const int64_t n = t.n, I = t.inter;
-    t.saved->rows = n;
-    t.saved->x.assign(t.X, t.X + n * H);
-    if (n == 0) continue;
-    for (int64_t r = 0; r < n; ++r) rows.push_back({i, r});
-    acc_g[i].assign(static_cast<size_t>(n * I), 0.0f);
-    acc_u[i].assign(static_cast<size_t>(n * I), 0.0f);
-    jobs.push_back(job(n, I, H, {t.X, H, 1}, {t.Wg, H, 1}, acc_g[i].data(), I));
-    jobs.push_back(job(n, I, H, {t.X, H, 1}, {t.Wu, H, 1}, acc_u[i].data(), I));
-    flops += 4.0 * n * I * H;
-  }
-  {
-    ProfileScope p("fwd gemm gate+up (batch)", flops);
-    model_gemm_bf16_batch(spec.mma, jobs);
+    oi[i + 1] = oi[i] + t.n * t.inter, oh[i + 1] = oh[i] + t.n * H;
+    for (int64_t r = 0; r < t.n; ++r) rows.push_back({i, r});
   }
   const auto nrows = static_cast<int64_t>(rows.size());
-  {
-    ProfileScope p("fwd round+swiglu");
-    for (size_t i = 0; i < count; ++i) {
-      const size_t len = static_cast<size_t>(tasks[i].n) * tasks[i].inter;
-      tasks[i].saved->g.resize(len), tasks[i].saved->u.resize(len), tasks[i].saved->h.resize(len);
+  for (size_t i = 0; i < count; ++i) {
+    const FfnForwardTask& t = tasks[i];
+    t.saved->rows = t.n;
+    if (t.saved->x.data() != t.X || static_cast<int64_t>(t.saved->x.size()) != t.n * H) {
+      t.saved->x.resize(static_cast<size_t>(t.n * H));
+      if (t.n > 0) std::memcpy(t.saved->x.data(), t.X, sizeof(uint16_t) * t.n * H);
     }
+    const size_t len = static_cast<size_t>(t.n) * t.inter;
+    t.saved->g.resize(len), t.saved->u.resize(len), t.saved->h.resize(len);
+  }
+  std::vector<GemmJob> jobs;
+  double flops = 0;
+  {
+    UninitVector<float> acc_g = parallel_zeros<float>(oi[count]), acc_u = parallel_zeros<float>(oi[count]);
+    for (size_t i = 0; i < count; ++i) {
+      const FfnForwardTask& t = tasks[i];
+      const int64_t n = t.n, I = t.inter;
+      if (n == 0) continue;
+      const uint16_t* X = t.saved->x.data();
+      jobs.push_back(job(n, I, H, {X, H, 1}, {t.Wg, H, 1}, acc_g.data() + oi[i], I));
+      jobs.push_back(job(n, I, H, {X, H, 1}, {t.Wu, H, 1}, acc_u.data() + oi[i], I));
+      flops += 4.0 * n * I * H;
+    }
+    {
+      ProfileScope p("fwd gemm gate+up (batch)", flops);
+      model_gemm_bf16_batch(spec.mma, jobs);
+    }
+    ProfileScope p("fwd round+swiglu");
 #pragma omp parallel for schedule(static) if (nrows * 256 >= kParallelMin)
     for (int64_t k = 0; k < nrows; ++k) {
       const size_t i = rows[k].task;
       const int64_t I = tasks[i].inter, r = rows[k].row;
       FfnSaved& sv = *tasks[i].saved;
+      const float* ag = acc_g.data() + oi[i];
+      const float* au = acc_u.data() + oi[i];
       for (int64_t j = r * I; j < (r + 1) * I; ++j) {
-        sv.g[j] = f32_to_bf16(acc_g[i][j]);
-        sv.u[j] = f32_to_bf16(acc_u[i][j]);
+        sv.g[j] = f32_to_bf16(ag[j]);
+        sv.u[j] = f32_to_bf16(au[j]);
         const float g = clamp_gate(bf16_to_f32(sv.g[j]), spec), u = clamp_up(bf16_to_f32(sv.u[j]), spec);
         sv.h[j] = f32_to_bf16(calico_silu(g) * u);
       }
@@ -249,13 +262,12 @@ void ffn_forward_batch(const LayerSpec& spec, const std::vector<FfnForwardTask>&
   }
   jobs.clear();
   flops = 0;
+  UninitVector<float> out = parallel_zeros<float>(oh[count]);
   for (size_t i = 0; i < count; ++i) {
     const FfnForwardTask& t = tasks[i];
     const int64_t n = t.n, I = t.inter;
-    acc_g[i] = {}, acc_u[i] = {};
     if (n == 0) continue;
-    out[i].assign(static_cast<size_t>(n * H), 0.0f);
-    jobs.push_back(job(n, H, I, {t.saved->h.data(), I, 1}, {t.Wd, I, 1}, out[i].data(), H));
+    jobs.push_back(job(n, H, I, {t.saved->h.data(), I, 1}, {t.Wd, I, 1}, out.data() + oh[i], H));
     flops += 2.0 * n * I * H;
   }
   {
@@ -266,7 +278,8 @@ void ffn_forward_batch(const LayerSpec& spec, const std::vector<FfnForwardTask>&
   for (int64_t k = 0; k < nrows; ++k) {
     const size_t i = rows[k].task;
     const int64_t r = rows[k].row;
-    for (int64_t c = r * H; c < (r + 1) * H; ++c) tasks[i].y[c] = f32_to_bf16(out[i][c]);
+    const float* o = out.data() + oh[i];
+    for (int64_t c = r * H; c < (r + 1) * H; ++c) tasks[i].y[c] = f32_to_bf16(o[c]);
   }
 }
 
@@ -278,44 +291,52 @@ void ffn_backward_batch(const LayerSpec& spec, const std::vector<FfnBackwardTask
   }
   const int64_t H = spec.hidden;
   const size_t count = tasks.size();
-  std::vector<std::vector<float>> acc(count), dx(count);
-  std::vector<std::vector<uint16_t>> dgu(count);
+  // One buffer per intermediate for all tasks (offsets oi: n*I, oh: n*H), zeroed in parallel where it is
+  // an accumulator.
+  std::vector<int64_t> oi(count + 1, 0), oh(count + 1, 0);
   std::vector<TaskRow> rows;
-  std::vector<GemmJob> jobs;
-  double flops = 0;
-  // d_h = bf16(gemm(d_y, Wd^T)), contraction over H; Wd^T read in place.
   for (size_t i = 0; i < count; ++i) {
     const FfnBackwardTask& t = tasks[i];
-    const int64_t n = t.saved->rows, I = t.inter;
-    if (n == 0) continue;
+    const int64_t n = t.saved->rows;
+    oi[i + 1] = oi[i] + n * t.inter, oh[i + 1] = oh[i] + n * H;
     for (int64_t r = 0; r < n; ++r) rows.push_back({i, r});
-    acc[i].assign(static_cast<size_t>(n * I), 0.0f);
-    jobs.push_back(job(n, I, H, {t.d_y, H, 1}, {t.Wd, 1, I}, acc[i].data(), I));
-    flops += 2.0 * n * I * H;
   }
-  {
-    ProfileScope p("bwd gemm d_h (batch)", flops);
-    model_gemm_bf16_batch(spec.mma, jobs);
-  }
-  // [d_g | d_u] per row, from the saved bf16 g, u (SwiGLU gradient in fp32, clamp masks).
-  const bool clamp = spec.swiglu_limit.has_value();
-  const float L = clamp ? *spec.swiglu_limit : 0.0f;
   const auto nrows = static_cast<int64_t>(rows.size());
+  std::vector<GemmJob> jobs;
+  double flops = 0;
+  UninitVector<uint16_t> dgu(static_cast<size_t>(2 * oi[count]));  // [d_g | d_u] rows, written in full below
   {
+    // d_h = bf16(gemm(d_y, Wd^T)), contraction over H; Wd^T read in place.
+    UninitVector<float> acc = parallel_zeros<float>(oi[count]);
+    for (size_t i = 0; i < count; ++i) {
+      const FfnBackwardTask& t = tasks[i];
+      const int64_t n = t.saved->rows, I = t.inter;
+      if (n == 0) continue;
+      jobs.push_back(job(n, I, H, {t.d_y, H, 1}, {t.Wd, 1, I}, acc.data() + oi[i], I));
+      flops += 2.0 * n * I * H;
+    }
+    {
+      ProfileScope p("bwd gemm d_h (batch)", flops);
+      model_gemm_bf16_batch(spec.mma, jobs);
+    }
+    // [d_g | d_u] per row, from the saved bf16 g, u (SwiGLU gradient in fp32, clamp masks).
+    const bool clamp = spec.swiglu_limit.has_value();
+    const float L = clamp ? *spec.swiglu_limit : 0.0f;
     ProfileScope p("bwd swiglu grad");
-    for (size_t i = 0; i < count; ++i) dgu[i].resize(static_cast<size_t>(tasks[i].saved->rows) * 2 * tasks[i].inter);
 #pragma omp parallel for schedule(static) if (nrows * 256 >= kParallelMin)
     for (int64_t k = 0; k < nrows; ++k) {
       const size_t i = rows[k].task;
       const int64_t I = tasks[i].inter, r = rows[k].row;
       const FfnSaved& sv = *tasks[i].saved;
+      const float* a = acc.data() + oi[i];
+      uint16_t* d = dgu.data() + 2 * oi[i];
       for (int64_t j = 0; j < I; ++j) {
         const float graw = bf16_to_f32(sv.g[r * I + j]), uraw = bf16_to_f32(sv.u[r * I + j]);
         const float g = clamp_gate(graw, spec), u = clamp_up(uraw, spec);
-        const float dh = bf16_to_f32(f32_to_bf16(acc[i][r * I + j]));
+        const float dh = bf16_to_f32(f32_to_bf16(a[r * I + j]));
         const bool g_cut = clamp && graw > L, u_cut = clamp && (uraw > L || uraw < -L);
-        dgu[i][r * 2 * I + j] = g_cut ? 0 : f32_to_bf16((dh * u) * calico_silu_grad(g));
-        dgu[i][r * 2 * I + I + j] = u_cut ? 0 : f32_to_bf16(dh * calico_silu(g));
+        d[r * 2 * I + j] = g_cut ? 0 : f32_to_bf16((dh * u) * calico_silu_grad(g));
+        d[r * 2 * I + I + j] = u_cut ? 0 : f32_to_bf16(dh * calico_silu(g));
       }
     }
   }
@@ -324,15 +345,14 @@ void ffn_backward_batch(const LayerSpec& spec, const std::vector<FfnBackwardTask
   // n rows in canonical order with the accumulators carried in: all independent outputs, one batch.
   jobs.clear();
   flops = 0;
+  UninitVector<float> dx = parallel_zeros<float>(oh[count]);
   for (size_t i = 0; i < count; ++i) {
     const FfnBackwardTask& t = tasks[i];
     const int64_t n = t.saved->rows, I = t.inter;
-    acc[i] = {};
     if (n == 0) continue;
-    dx[i].assign(static_cast<size_t>(n * H), 0.0f);
-    const uint16_t* dg = dgu[i].data();
+    const uint16_t* dg = dgu.data() + 2 * oi[i];
     const uint16_t* x = t.saved->x.data();
-    jobs.push_back(job(n, H, 2 * I, {dg, 2 * I, 1}, {t.Wg, 1, H, t.Wu, I}, dx[i].data(), H));
+    jobs.push_back(job(n, H, 2 * I, {dg, 2 * I, 1}, {t.Wg, 1, H, t.Wu, I}, dx.data() + oh[i], H));
     jobs.push_back(job(H, I, n, {t.d_y, 1, H}, {t.saved->h.data(), 1, I}, t.dWd, I));
     jobs.push_back(job(I, H, n, {dg, 1, 2 * I}, {x, 1, H}, t.dWg, H));
     jobs.push_back(job(I, H, n, {dg + I, 1, 2 * I}, {x, 1, H}, t.dWu, H));
@@ -346,7 +366,8 @@ void ffn_backward_batch(const LayerSpec& spec, const std::vector<FfnBackwardTask
   for (int64_t k = 0; k < nrows; ++k) {
     const size_t i = rows[k].task;
     const int64_t r = rows[k].row;
-    for (int64_t c = r * H; c < (r + 1) * H; ++c) tasks[i].d_x[c] = f32_to_bf16(dx[i][c]);
+    const float* d = dx.data() + oh[i];
+    for (int64_t c = r * H; c < (r + 1) * H; ++c) tasks[i].d_x[c] = f32_to_bf16(d[c]);
   }
 }
 

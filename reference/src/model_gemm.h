@@ -10,11 +10,20 @@
 
 namespace calico::ref {
 
+// The implementations of the bf16 model GEMM in this binary, all with the same bits. avx512 / avx2: the vector
+// kernels (an AVX-512 build carries the AVX2 one too); scalar: the specification. `best` is the first of
+// model_gemm_kernels(), unless the environment variable CALICO_MODEL_GEMM_KERNEL names another
+// (avx512 | avx2 | scalar), which then runs the whole reference layer.
+enum class GemmKernel { best, avx512, avx2, scalar };
+const char* to_string(GemmKernel k);
+std::vector<GemmKernel> model_gemm_kernels();  // the kernels of this build, fastest first, scalar last
+GemmKernel model_gemm_default_kernel();         // what `best` resolves to
+
 // C[M,N] <- chain over K of A[m,:] . B[n,:], starting from C (the fp32 accumulator carried in).
 // A: [M,K] bf16 bits with row stride lda; B: [N,K] bf16 bits with row stride ldb; C: [M,N] f32, stride ldc.
 // OpenMP parallelism over output elements only: the result does not depend on the thread count.
 void model_gemm_bf16(MmaModel model, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
-                     const uint16_t* B, int64_t ldb, float* C, int64_t ldc);
+                     const uint16_t* B, int64_t ldb, float* C, int64_t ldc, GemmKernel kernel = GemmKernel::best);
 
 // A bf16 operand of a batched GEMM, addressed by (row, k): element (row, k) is p[row * row_stride + k * k_stride]
 // for k < k_split and p2[row * row_stride + (k - k_split) * k_stride] from k_split on (a concatenation along K
@@ -43,7 +52,7 @@ struct GemmJob {
 // jobs is one parallel loop over (job, row tile, column panel) items, operands packed once per batch
 // (identical operands are packed once); groups of jobs bound the packed bytes. Each output element's chain
 // runs in one item in K order, so neither the grouping nor the thread count changes a bit.
-void model_gemm_bf16_batch(MmaModel model, const std::vector<GemmJob>& jobs);
+void model_gemm_bf16_batch(MmaModel model, const std::vector<GemmJob>& jobs, GemmKernel kernel = GemmKernel::best);
 
 // The same chain written directly with mma_step_bf16, one element at a time: the specification the fast
 // model_gemm_bf16 is tested against.

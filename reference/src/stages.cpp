@@ -67,8 +67,8 @@ std::vector<std::vector<RowSource>> locate_rows(const Schedule& s, int rank, con
 }
 
 // Gathers the received rows of one expert into [n, H].
-std::vector<uint16_t> gather(const std::vector<RowSource>& where, const std::vector<RowBuffer>& received, int H) {
-  std::vector<uint16_t> X(where.size() * static_cast<size_t>(H));
+UninitVector<uint16_t> gather(const std::vector<RowSource>& where, const std::vector<RowBuffer>& received, int H) {
+  UninitVector<uint16_t> X(where.size() * static_cast<size_t>(H));
 #pragma omp parallel for schedule(static) if (static_cast<int64_t>(where.size()) * H >= kParallelMin)
   for (int64_t i = 0; i < static_cast<int64_t>(where.size()); ++i)
     std::memcpy(&X[i * H], &received[where[i].src][where[i].row * H], sizeof(uint16_t) * H);
@@ -76,7 +76,7 @@ std::vector<uint16_t> gather(const std::vector<RowSource>& where, const std::vec
 }
 
 // Packs per-expert result rows [n_e, H] into the R combine buffers of this owner rank.
-std::vector<RowBuffer> pack_combine(const Schedule& s, int rank, const std::vector<std::vector<uint16_t>>& rows,
+std::vector<RowBuffer> pack_combine(const Schedule& s, int rank, const std::vector<UninitVector<uint16_t>>& rows,
                                     int H) {
   std::vector<RowBuffer> send(s.ranks);
   for (int dst = 0; dst < s.ranks; ++dst) {
@@ -126,14 +126,14 @@ std::vector<RowBuffer> expert_forward(const LayerSpec& spec, const Schedule& s, 
   const int H = spec.hidden, I = spec.intermediate;
   const auto where = locate_rows(s, rank, received, H);
   saved.assign(s.experts_per_rank, FfnSaved{});
-  std::vector<std::vector<uint16_t>> y(s.experts_per_rank), X(s.experts_per_rank);
+  std::vector<UninitVector<uint16_t>> y(s.experts_per_rank);
   std::vector<detail::FfnForwardTask> tasks(s.experts_per_rank);
   for (int le = 0; le < s.experts_per_rank; ++le) {  // all local experts in one batch (ffn.h)
-    X[le] = gather(where[le], received, H);
+    saved[le].x = gather(where[le], received, H);  // the saved X is the GEMM operand itself (no copy)
     const int64_t n = static_cast<int64_t>(where[le].size());
     y[le].resize(static_cast<size_t>(n * H));
     const size_t wo = static_cast<size_t>(le) * I * H;
-    tasks[le] = {I, n, X[le].data(), w.w_gate + wo, w.w_up + wo, w.w_down + wo, &saved[le], y[le].data()};
+    tasks[le] = {I, n, saved[le].x.data(), w.w_gate + wo, w.w_up + wo, w.w_down + wo, &saved[le], y[le].data()};
   }
   detail::ffn_forward_batch(spec, tasks);
   return pack_combine(s, rank, y, H);
@@ -181,14 +181,14 @@ std::vector<RowBuffer> expert_backward(const LayerSpec& spec, const Schedule& s,
                                        const std::vector<FfnSaved>& saved, const ExpertGrads& grads) {
   const int H = spec.hidden, I = spec.intermediate;
   const auto where = locate_rows(s, rank, received, H);
-  std::vector<std::vector<uint16_t>> dx(s.experts_per_rank), d_ys(s.experts_per_rank);
+  std::vector<UninitVector<uint16_t>> dx(s.experts_per_rank), d_ys(s.experts_per_rank);
   std::vector<detail::FfnBackwardTask> tasks(s.experts_per_rank);
   for (int le = 0; le < s.experts_per_rank; ++le) {  // all local experts in one batch (ffn.h)
     const int e = rank * s.experts_per_rank + le;
     const auto d_out = gather(where[le], received, H);
     const int64_t n = static_cast<int64_t>(where[le].size());
     // d_y = bf16(w_k * d_out), fp32 multiply.
-    std::vector<uint16_t>& d_y = d_ys[le];
+    UninitVector<uint16_t>& d_y = d_ys[le];
     d_y.resize(static_cast<size_t>(n * H));
 #pragma omp parallel for schedule(static) if (n * H >= kParallelMin)
     for (int64_t i = 0; i < n; ++i) {

@@ -177,7 +177,7 @@ TEST(Trace, WrongSchemaFilesGiveErrorsNamingTheProblem) {
                                                         H5P_DEFAULT, H5P_DEFAULT);
                                    std::vector<uint16_t> zeros(9, 0);
                                    H5Dwrite(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data());
-                                   Tensor t{"out", ElemType::bf16, {3, 3}, std::vector<uint8_t>(18, 0)};
+                                   Tensor t{"out", ElemType::bf16, {3, 3}, Tensor::Bytes(18, 0)};
                                    uint64_t dg = digest(t);
                                    hid_t as = H5Screate(H5S_SCALAR);
                                    hid_t a = H5Acreate2(d, "digest", H5T_STD_U64LE, as, H5P_DEFAULT, H5P_DEFAULT);

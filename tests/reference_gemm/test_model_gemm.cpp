@@ -1,6 +1,7 @@
 // model_gemm_bf16 (vectorised, blocked, threaded) must equal model_gemm_bf16_scalar (one mma_step_bf16 per
 // K-step, the specification) bit for bit: odd shapes, K tails, wide exponents, subnormals, NaN/inf, signed
-// zeros, cancellation, C != 0, and 1 vs 2 threads.
+// zeros, cancellation, C != 0, and 1 vs 2 threads; every vector kernel of the build (AVX-512 and the AVX2
+// one built beside it, or AVX2 alone) through GemmKernel.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -16,6 +17,13 @@ namespace calico::ref {
 namespace {
 
 enum class Mix { typical, wide, bits, zeros, subnormal, cancel };
+
+// The vector kernels of this build (model_gemm_kernels() without the scalar specification).
+std::vector<GemmKernel> kernels() {
+  std::vector<GemmKernel> k = model_gemm_kernels();
+  k.pop_back();
+  return k;
+}
 
 uint16_t bf16_from(int exp_field, uint32_t frac, bool neg) {
   return static_cast<uint16_t>((neg ? 0x8000u : 0u) | (static_cast<uint32_t>(exp_field) << 7) | (frac & 0x7F));
@@ -81,14 +89,15 @@ void run_case(const Case& c, uint64_t seed) {
 
   std::vector<float> want = C0;
   model_gemm_bf16_scalar(MmaModel::hopper_bf16, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, want.data(), ldc);
+  for (GemmKernel kernel : kernels())
   for (int threads : {1, 2}) {
     omp_set_num_threads(threads);
     std::vector<float> got = C0;
-    model_gemm_bf16(MmaModel::hopper_bf16, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, got.data(), ldc);
+    model_gemm_bf16(MmaModel::hopper_bf16, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, got.data(), ldc, kernel);
     for (int64_t i = 0; i < c.M * ldc; ++i) {
       if (f32_bits(got[i]) != f32_bits(want[i])) {
         FAIL() << "M=" << c.M << " N=" << c.N << " K=" << c.K << " mix=" << static_cast<int>(c.mix)
-               << " threads=" << threads << ": first mismatch at (m=" << i / ldc << ", n=" << i % ldc
+               << " kernel=" << to_string(kernel) << " threads=" << threads << ": first mismatch at (m=" << i / ldc << ", n=" << i % ldc
                << "): fast 0x" << std::hex << f32_bits(got[i]) << " scalar 0x" << f32_bits(want[i])
                << " C0 0x" << f32_bits(C0[i]);
       }
@@ -140,11 +149,15 @@ TEST(ModelGemm, SafeWindowEdges) {
     for (auto& v : C0)
       v = rng() % 2 ? 0.0f : bits_f32((static_cast<uint32_t>(rng()) & 0x807FFFFFu) |
                                       (static_cast<uint32_t>(127 + target - 1 + static_cast<int>(rng() % 3)) << 23));
-    std::vector<float> want = C0, got = C0;
+    std::vector<float> want = C0;
     model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
-    model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N);
-    for (int64_t i = 0; i < M * N; ++i)
-      ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "target Emax " << target << " element " << i;
+    for (GemmKernel kernel : kernels()) {
+      std::vector<float> got = C0;
+      model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
+      for (int64_t i = 0; i < M * N; ++i)
+        ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
+            << "target Emax " << target << " element " << i << " kernel " << to_string(kernel);
+    }
   }
 }
 
@@ -160,13 +173,15 @@ TEST(ModelGemm, SignedZeroChains) {
       for (int64_t k = 0; k < K; ++k) B[n * K + k] = (n & 1) ? 0x8000 : (n == 2 && k == 3 ? 0x3F80 : 0x0000);
     std::vector<float> C0(M * N);
     for (int64_t i = 0; i < M * N; ++i) C0[i] = (i % 3) ? -0.0f : 0.0f;
-    std::vector<float> want = C0, got = C0;
+    std::vector<float> want = C0;
     model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
-    model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N);
     int negative_zeros = 0;
-    for (int64_t i = 0; i < M * N; ++i) {
-      ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "K=" << K << " element " << i;
-      negative_zeros += f32_bits(want[i]) == 0x80000000u;
+    for (int64_t i = 0; i < M * N; ++i) negative_zeros += f32_bits(want[i]) == 0x80000000u;
+    for (GemmKernel kernel : kernels()) {
+      std::vector<float> got = C0;
+      model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
+      for (int64_t i = 0; i < M * N; ++i)
+        ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "K=" << K << " element " << i << " " << to_string(kernel);
     }
     EXPECT_EQ(negative_zeros, 0) << "an exact zero result is +0";
   }
@@ -179,10 +194,27 @@ TEST(ModelGemm, BlackwellBf16SameChain) {
   std::vector<uint16_t> A(M * K), B(N * K);
   for (auto& v : A) v = draw(Mix::wide, rng);
   for (auto& v : B) v = draw(Mix::typical, rng);
-  std::vector<float> want(M * N, 0.5f), got(M * N, 0.5f);
+  std::vector<float> want(M * N, 0.5f);
   model_gemm_bf16_scalar(MmaModel::blackwell_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
-  model_gemm_bf16(MmaModel::blackwell_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N);
-  for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "element " << i;
+  for (GemmKernel kernel : kernels()) {
+    std::vector<float> got(M * N, 0.5f);
+    model_gemm_bf16(MmaModel::blackwell_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
+    for (int64_t i = 0; i < M * N; ++i)
+      ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "element " << i << " " << to_string(kernel);
+  }
+}
+
+TEST(ModelGemm, KernelsOfThisBuild) {
+  const std::vector<GemmKernel> k = model_gemm_kernels();
+  ASSERT_FALSE(k.empty());
+  EXPECT_EQ(k.back(), GemmKernel::scalar);
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+  // An AVX-512 build carries the AVX2 kernel beside it: both are measured and tested in one binary.
+  EXPECT_EQ(k, (std::vector<GemmKernel>{GemmKernel::avx512, GemmKernel::avx2, GemmKernel::scalar}));
+#elif defined(__AVX2__)
+  EXPECT_EQ(k, (std::vector<GemmKernel>{GemmKernel::avx2, GemmKernel::scalar}));
+#endif
+  EXPECT_EQ(model_gemm_default_kernel(), k.front());  // CALICO_MODEL_GEMM_KERNEL is not set by ctest
 }
 
 // model_gemm_bf16_batch (the reference's expert stages): several jobs in one batch, operands row-major,
@@ -249,19 +281,89 @@ TEST(ModelGemm, BatchStridedOperandsEqualScalar) {
         for (int64_t k = 0; k < g.K; ++k) b[n * g.K + k] = g.B.at(n, k);
       model_gemm_bf16_scalar(MmaModel::hopper_bf16, g.M, g.N, g.K, a.data(), g.K, b.data(), g.K, want[j].data(), g.ldc);
     }
+    for (GemmKernel kernel : kernels())
     for (int threads : {1, 2}) {
       omp_set_num_threads(threads);
       std::vector<std::vector<float>> got = c0;
       for (size_t j = 0; j < jobs.size(); ++j) jobs[j].C = got[j].data();
-      model_gemm_bf16_batch(MmaModel::hopper_bf16, jobs);
+      model_gemm_bf16_batch(MmaModel::hopper_bf16, jobs, kernel);
       for (size_t j = 0; j < jobs.size(); ++j)
         for (size_t i = 0; i < got[j].size(); ++i)
           ASSERT_EQ(f32_bits(got[j][i]), f32_bits(want[j][i]))
               << "round " << round << " job " << j << " (M=" << jobs[j].M << " N=" << jobs[j].N << " K=" << jobs[j].K
-              << ") element " << i << " threads " << threads;
+              << ") element " << i << " kernel " << to_string(kernel) << " threads " << threads;
     }
     omp_set_num_threads(2);
   }
+}
+
+// The backward's job shapes on both kernels: d_x-like (few rows, B = [Wg^T | Wu^T] streamed per K block,
+// the split inside, at and beyond the first 256-k block, at multiples of 16 and not), d_h-like (B = Wd^T
+// streamed), and weight-gradient-like (K = the expert's rows, both operands transposed, many row tiles, C
+// prefetched ahead). Each equal to the scalar specification, at 1 and 2 threads.
+TEST(ModelGemm, BackwardShapedJobsEqualScalar) {
+  std::mt19937_64 rng(2026);
+  for (int64_t split : {int64_t{100}, int64_t{256}, int64_t{320}, int64_t{513}}) {
+    const int64_t M = 37, N = 131, K = 700;  // N: 4 full AVX-512 panels and a partial one
+    const int64_t ldw = N + 7;
+    std::vector<uint16_t> a(M * K), w1(split * ldw), w2((K - split) * ldw), wd(K * ldw);
+    for (auto& v : a) v = draw(Mix::typical, rng);
+    for (auto& v : w1) v = draw(split == 320 ? Mix::wide : Mix::typical, rng);
+    for (auto& v : w2) v = draw(Mix::typical, rng);
+    for (auto& v : wd) v = draw(Mix::subnormal, rng);
+    // Operands as ffn.cpp passes them: A row-major, B (n, k) = w[k * ldw + n] read in place.
+    const GemmOperand A{a.data(), K, 1}, Bx{w1.data(), 1, ldw, w2.data(), split}, Bh{wd.data(), 1, ldw};
+    for (const GemmOperand& B : {Bx, Bh}) {
+      std::vector<uint16_t> am(M * K), bm(N * K);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K; ++k) am[m * K + k] = A.at(m, k);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) bm[n * K + k] = B.at(n, k);
+      std::vector<float> c0(M * N);
+      for (auto& v : c0) v = draw_c(Mix::typical, rng);
+      std::vector<float> want = c0;
+      model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, am.data(), K, bm.data(), K, want.data(), N);
+      for (GemmKernel kernel : kernels())
+        for (int threads : {1, 2}) {
+          omp_set_num_threads(threads);
+          std::vector<float> got = c0;
+          GemmJob j;
+          j.M = M, j.N = N, j.K = K, j.A = A, j.B = B, j.C = got.data(), j.ldc = N;
+          model_gemm_bf16_batch(MmaModel::hopper_bf16, {j}, kernel);
+          for (int64_t i = 0; i < M * N; ++i)
+            ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "split " << split << " element " << i << " "
+                                                           << to_string(kernel) << " threads " << threads;
+        }
+    }
+  }
+  // Weight gradient: C [H', I'] += gemm(d_y^T, h^T) with K = 48 rows (and 40: a zero-padded tail step).
+  for (int64_t rows : {int64_t{48}, int64_t{40}}) {
+    const int64_t M = 301, N = 75;
+    std::vector<uint16_t> dy(rows * M), h(rows * N);
+    for (auto& v : dy) v = draw(Mix::typical, rng);
+    for (auto& v : h) v = draw(Mix::zeros, rng);
+    std::vector<uint16_t> am(M * rows), bm(N * rows);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < rows; ++k) am[m * rows + k] = dy[k * M + m];
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < rows; ++k) bm[n * rows + k] = h[k * N + n];
+    std::vector<float> c0(M * N);
+    for (auto& v : c0) v = draw_c(Mix::typical, rng);
+    std::vector<float> want = c0;
+    model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, rows, am.data(), rows, bm.data(), rows, want.data(), N);
+    for (GemmKernel kernel : kernels())
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        std::vector<float> got = c0;
+        GemmJob j;
+        j.M = M, j.N = N, j.K = rows, j.A = {dy.data(), 1, M}, j.B = {h.data(), 1, N}, j.C = got.data(), j.ldc = N;
+        model_gemm_bf16_batch(MmaModel::hopper_bf16, {j}, kernel);
+        for (int64_t i = 0; i < M * N; ++i)
+          ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "rows " << rows << " element " << i << " "
+                                                         << to_string(kernel) << " threads " << threads;
+      }
+  }
+  omp_set_num_threads(2);
 }
 
 // ---- Blackwell MXFP8 (model_gemm_mxfp8_blackwell vs its scalar specification) ----------------------------

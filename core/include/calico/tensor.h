@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "calico/buffer.h"
+
 namespace calico {
 
 enum class ElemType : uint8_t { bf16, f32, f64, i32, u8 };
@@ -28,7 +30,10 @@ struct Tensor {
   std::string name;            // e.g. "out", "d_x", "d_w_gate"
   ElemType type = ElemType::f32;
   std::vector<int64_t> shape;  // row-major
-  std::vector<uint8_t> bytes;
+  // Storage without a zero-fill on resize (calico/buffer.h): a producer writes every byte; assign(n, 0)
+  // zeroes. Large tensors are 2 MiB aligned (huge pages on request).
+  using Bytes = UninitVector<uint8_t>;
+  Bytes bytes;
 
   int64_t numel() const {
     int64_t n = 1;

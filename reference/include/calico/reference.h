@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "calico/backend.h"
+#include "calico/buffer.h"
 #include "calico/schedule.h"
 #include "calico/spec.h"
 
@@ -121,7 +122,8 @@ std::vector<CombineEntry> combine_list(const Schedule& s, int src, int dst);  //
 // ---------------------------------------------------------------------------------------------------------
 // Rank-local stage functions (contract mode). Pointers are bf16 bit patterns unless noted.
 // ---------------------------------------------------------------------------------------------------------
-using RowBuffer = std::vector<uint16_t>;  // [rows, H]
+// [rows, H]. Not zero-filled on resize (calico/buffer.h): every stage writes all rows of its buffers.
+using RowBuffer = UninitVector<uint16_t>;
 
 struct ExpertWeights {  // this rank's experts, layouts of calico/backend.h
   const uint16_t* w_gate = nullptr;  // [E/R, I, H]
@@ -144,7 +146,7 @@ struct ExpertGrads {  // fp32 accumulators, carried in and out (same layouts)
 // What the forward keeps for the backward: per local expert (or the shared expert) its rows' bf16 X, g, u.
 struct FfnSaved {
   int64_t rows = 0;
-  std::vector<uint16_t> x, g, u, h;  // [rows, H], [rows, I] x3
+  UninitVector<uint16_t> x, g, u, h;  // [rows, H], [rows, I] x3 (written in full by the forward)
 };
 
 // Forward 1 (home rank): x [T,H] -> R dispatch buffers. Backward 1 uses it for d_out.
