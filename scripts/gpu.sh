@@ -58,7 +58,8 @@ if [ "${PROFILE:-0}" = 1 ]; then  # where the SM cycles go (calico bench --profi
   log "profile"
   for row in "qwen3-30b-a3b 16384" "deepseek-v3-routed 8192"; do
     set -- $row
-    for modes in "pull pull" "push push" "pull push"; do  # forward / backward dispatch
+    IFS=';' read -r -a profile_modes <<< "${PROFILE_MODES:-pull pull;push push;pull push}"
+    for modes in "${profile_modes[@]}"; do  # forward / backward dispatch
       set -- $row $modes
       ./build-gpu/cli/calico bench --preset "$1" --tokens "$2" --iters 3 --warmup 1 --dispatch "$3" --dispatch-backward "$4" \
         $([ "$3" = push ] && echo "--comm-sms 32") $([ "$4" = push ] && echo "--comm-sms-backward 16") --profile \
