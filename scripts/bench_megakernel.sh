@@ -14,7 +14,8 @@ status=0
 : > "$OUT/bench.jsonl"
 for row in "qwen3-30b-a3b 16384" "deepseek-v3-routed 8192"; do
   set -- $row
-  "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --dispatch pull --json "$OUT/bench-row.json" || status=1
+  "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --dispatch pull --dispatch-backward pull \
+    --json "$OUT/bench-row.json" || status=1
   [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
   if [ "${PUSH:-1}" = 1 ]; then  # the push path (data-movement CTAs) beside it, and pull forward + push backward
     "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --dispatch push --comm-sms "${COMM_FWD:-32}" \

@@ -157,7 +157,7 @@ TEST_F(MegakernelGpu, LostSignalIsAnErrorNotAHang) {
   for (int pass = 0; pass < 4; ++pass) {  // forward, backward; with pull, then with push dispatch
     gpu::MoeOptions o;
     o.pull_forward = o.pull_backward = pass < 2;
-    if (pass >= 2) o.comm_ctas_forward = o.comm_ctas_backward = 8;
+    o.comm_ctas_forward = o.comm_ctas_backward = pass < 2 ? 0 : 8;
     o.wait_timeout_s = 1.0;
     SCOPED_TRACE(fmt::format("pass {}, {}", pass % 2 == 0 ? "forward" : "backward", pass < 2 ? "pull" : "push"));
     (pass % 2 == 0 ? o.lose_signal_forward : o.lose_signal_backward) = 0;  // task 0: the shared expert's first tile

@@ -23,9 +23,10 @@ struct MoeOptions {
   //   pull_forward: the x rows of the forward (the gate/up tiles of column 0 also write their gathered rows
   //                 to the expert-major copy that the backward's dW_gate/dW_up read);
   //   pull_backward: the d_y = bf16(w * d_out) rows of the backward.
-  bool pull_forward = true, pull_backward = true;
-  int comm_ctas_forward = 0;   // data-movement CTAs of the forward launch (RunConfig::comm_sms_forward), >= 1
-  int comm_ctas_backward = 0;  // with push; with pull they run only the tails (combine, router gradient)
+  // Defaults: the fastest measured on the H200 (reports/megakernel-2026-12-01.md): pull forward, push backward.
+  bool pull_forward = true, pull_backward = false;
+  int comm_ctas_forward = 0;    // data-movement CTAs of the forward launch (RunConfig::comm_sms_forward), >= 1
+  int comm_ctas_backward = 16;  // with push; with pull they run only the tails (combine, router gradient)
   int ctas = 0;                 // CTAs per launch (persistent: at most one per SM); 0 = every SM
   int combine_tokens = 16;      // tokens per combine task (the tail's granularity; results never depend on it)
 #ifdef NDEBUG

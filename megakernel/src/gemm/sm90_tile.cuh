@@ -71,16 +71,10 @@ using OpMN128 = TmaOperand<128, false>;  // MN-major 128 tile (wgrad A)
 using OpMN256 = TmaOperand<256, false>;  // MN-major 256 tile (dgrad B, wgrad B)
 
 // Shared memory of a compute CTA: A stages (16 KB each), B stages (32 KB each: one 256-row tile or a gate
-// half and an up half of 128 rows), the epilogue staging (33 KB), the ring's barriers.
-// Epilogue staging (gemm/store.cuh): per consumer warp, 8 rows of 256 bf16 as packed pairs; rows padded
-// by 4 words so the fragment's 8 rows land in 32 different banks.
-constexpr int kStageRowWords = 128 + 4;
-constexpr int kConsumerWarps = kConsumerThreads / 32;
-
+// half and an up half of 128 rows), the ring's barriers.
 struct GemmSmem {
   alignas(1024) bf16_t a[kStages][kBM * kBK];
   alignas(1024) bf16_t b[kStages][256 * kBK];
-  alignas(16) uint32_t out_stage[kConsumerWarps][8 * kStageRowWords];
   alignas(8) uint64_t full[kStages];
   alignas(8) uint64_t empty[kStages];
   int task_slot[4];

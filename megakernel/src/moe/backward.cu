@@ -22,7 +22,6 @@
 #include "dispatch/rows.cuh"
 #include "gemm/epilogue.cuh"
 #include "gemm/gather.cuh"
-#include "gemm/store.cuh"
 #include "moe/params.cuh"
 #include "moe/persistent.cuh"
 
@@ -321,19 +320,11 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
   const bool ok = wide_tile<MmaDgrad, true, false>(
       p, s, ps, id, ctid, k_tiles, kProfMainDgradX, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
-        const int lane = ctid % 32;
-        check_store_fragment(coord, acc, lane);
-        uint32_t* stage = warp_stage(s, ctid);
         CUTE_UNROLL
-        for (int r = 0; r < 2; ++r) {
-          stage_half(stage, lane, r,
-                     [&](int pr) { return pack_bf16x2(f32_to_bf16(acc(2 * pr)), f32_to_bf16(acc(2 * pr + 1))); });
-#pragma unroll
-          for (int jr = 0; jr < 8; ++jr) {
-            const int m = staged_row(coord, lane, r, jr), c = t.n * kWideN + 8 * lane;
-            if (c < H && m < t.rows)
-              store_16(DX + static_cast<int64_t>(t.m * kBM + m) * H + c, staged_chunk(stage, jr, lane));
-          }
+        for (int i = 0; i < size(acc); i += 2) {
+          const int m = get<0>(coord(i)), c = t.n * kWideN + get<1>(coord(i));
+          if (c >= H || m >= t.rows) continue;
+          store_bf16x2(DX + static_cast<int64_t>(t.m * kBM + m) * H + c, f32_to_bf16(acc(i)), f32_to_bf16(acc(i + 1)));
         }
       });
   if (!ok) return false;

@@ -16,7 +16,6 @@
 #include "dispatch/rows.cuh"
 #include "gemm/epilogue.cuh"
 #include "gemm/gather.cuh"
-#include "gemm/store.cuh"
 #include "moe/params.cuh"
 #include "moe/persistent.cuh"
 
@@ -158,39 +157,21 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
   const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
   Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{}));
   // NOTE: in the m64n256 accumulator fragment, element i + size/2 is column n + 128 of element i (the column
-  // block index is the slowest mode), so each thread holds the gate and the up value of the same (m, j):
-  // pairs 0..31 (column blocks 0..15) are gate columns, pairs 32..63 the up columns of the same j.
+  // block index is the slowest mode), so each thread holds the gate and the up value of the same (m, j).
   constexpr int kHalf = decltype(size(acc))::value / 2;
-  const int lane = ctid % 32;
-  check_store_fragment(coord, acc, lane);
-  uint32_t* stage = warp_stage(s, ctid);
-  const int j0 = t.n * kGateUpN;
-  auto real_row = [&](int i) { return get<0>(coord(i)) < t.rows; };  // routed padding rows get exact zeros
   CUTE_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    // g | u: the bf16 roundings of the two accumulators (swiglu_forward's first step)
-    stage_half(stage, lane, r, [&](int pr) {
-      const int i = 2 * pr;
-      return real_row(i) ? pack_bf16x2(f32_to_bf16(acc(i)), f32_to_bf16(acc(i + 1))) : 0u;
-    });
-#pragma unroll
-    for (int jr = 0; jr < 8; ++jr) {
-      const int m = staged_row(coord, lane, r, jr), c = lane % 16, j = j0 + 8 * c;
-      if (j < I && (m < t.rows || !sh))
-        store_16((lane < 16 ? G : U) + static_cast<int64_t>(t.m * kBM + m) * I + j, staged_chunk(stage, jr, lane));
-    }
-    // h = bf16(silu(g') * u')
-    stage_half<16>(stage, lane, r, [&](int pr) {
-      const int i = 2 * pr;
-      if (!real_row(i)) return 0u;
-      return pack_bf16x2(swiglu_forward(acc(i), acc(i + kHalf), clamp).h,
-                         swiglu_forward(acc(i + 1), acc(i + 1 + kHalf), clamp).h);
-    });
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int jr = lane / 16 + 2 * q, m = staged_row(coord, lane, r, jr), c = lane % 16, j = j0 + 8 * c;
-      if (j < I && (m < t.rows || !sh))
-        store_16(Hh + static_cast<int64_t>(t.m * kBM + m) * I + j, staged_chunk(stage, jr, c));
+  for (int i = 0; i < kHalf; i += 2) {
+    // NOTE: values first, then predicated stores: no divergent branch between the wgmma of consecutive tiles.
+    const int m = get<0>(coord(i)), j = t.n * kGateUpN + get<1>(coord(i));
+    if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
+    const bool real = m < t.rows, store = j < I && (real || !sh);  // routed padding rows get exact zeros
+    const SwigluOut o0 = swiglu_forward(acc(i), acc(i + kHalf), clamp);
+    const SwigluOut o1 = swiglu_forward(acc(i + 1), acc(i + 1 + kHalf), clamp);
+    const int64_t at = store ? static_cast<int64_t>(t.m * kBM + m) * I + j : 0;
+    if (store) {
+      store_bf16x2(G + at, real ? o0.g : 0, real ? o1.g : 0);
+      store_bf16x2(U + at, real ? o0.u : 0, real ? o1.u : 0);
+      store_bf16x2(Hh + at, real ? o0.h : 0, real ? o1.h : 0);
     }
   }
   profile_lap(p.sync, kProfEpiGateUp, lap, ctid);
@@ -219,17 +200,11 @@ __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps,
   const int H = p.d.H;
   uint16_t* Y = sh ? p.ys : p.y;
   Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{}));
-  const int lane = ctid % 32;
-  check_store_fragment(coord, acc, lane);
-  uint32_t* stage = warp_stage(s, ctid);
   CUTE_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    stage_half(stage, lane, r, [&](int pr) { return pack_bf16x2(f32_to_bf16(acc(2 * pr)), f32_to_bf16(acc(2 * pr + 1))); });
-#pragma unroll
-    for (int jr = 0; jr < 8; ++jr) {
-      const int m = staged_row(coord, lane, r, jr), c = t.n * kWideN + 8 * lane;
-      if (c < H && m < t.rows) store_16(Y + static_cast<int64_t>(t.m * kBM + m) * H + c, staged_chunk(stage, jr, lane));
-    }
+  for (int i = 0; i < size(acc); i += 2) {
+    const int m = get<0>(coord(i)), c = t.n * kWideN + get<1>(coord(i));
+    const uint16_t y0 = f32_to_bf16(acc(i)), y1 = f32_to_bf16(acc(i + 1));
+    if (c < H && m < t.rows) store_bf16x2(Y + static_cast<int64_t>(t.m * kBM + m) * H + c, y0, y1);
   }
   lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
   consumer_barrier();
