@@ -6,7 +6,8 @@
 # and the tensor-core probe for every Hopper instruction. Logs and JSON go to $OUT (default ./gpu-out).
 # CUTLASS/CuTe headers: the device reaches no registry, so the nvidia-cutlass wheel travels in .whl/ (see
 # scripts/install-deps.sh) and is unpacked here.
-# Usage: [MK_TESTS=0] [BENCH=0] [PROFILE=1] [PROBES=0] [SANITIZE=0] [GOLDEN=0] [GATE=0] bash scripts/gpu.sh [CASES]
+# Usage: [MK_TESTS=0] [BENCH=0] [PROFILE=1] [PROBES=0] [SANITIZE=0] [GOLDEN=0] [GATE=0] [REF_SCALING=1]
+#        bash scripts/gpu.sh [CASES]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"
@@ -26,9 +27,10 @@ if [ -z "${CALICO_CUTLASS_INCLUDE:-}" ] && ls .whl/nvidia_cutlass-*.whl >/dev/nu
 fi
 log "configure"
 # CALICO_H5DUMP: the harness tests want h5dump, absent on the device image; nothing built here uses it.
-cmake --preset gpu -DCALICO_BENCHMARKS=OFF -DCALICO_H5DUMP="$(command -v h5dump || echo /bin/false)" > "$OUT/build.log" 2>&1 || { log "configure failed"; tail -30 "$OUT/build.log"; exit 1; }
+cmake --preset gpu -DCALICO_BENCHMARKS=$([ "${REF_SCALING:-0}" = 1 ] && echo ON || echo OFF) -DCALICO_H5DUMP="$(command -v h5dump || echo /bin/false)" > "$OUT/build.log" 2>&1 || { log "configure failed"; tail -30 "$OUT/build.log"; exit 1; }
 log "build"
-cmake --build build-gpu -j "$JOBS" --target calico test_numerics_gpu test_probe_model test_probe_tcgen05 test_megakernel_gpu >> "$OUT/build.log" 2>&1 \
+cmake --build build-gpu -j "$JOBS" --target calico test_numerics_gpu test_probe_model test_probe_tcgen05 test_megakernel_gpu \
+  $([ "${REF_SCALING:-0}" = 1 ] && echo bench_model_gemm) >> "$OUT/build.log" 2>&1 \
   || { log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 if command -v cuobjdump >/dev/null; then  # which tensor-core SASS the probe kernels really use
   cuobjdump --dump-sass build-gpu/megakernel/libcalico_megakernel.a 2>/dev/null | grep -oE "(HGMMA|QGMMA|HMMA)\.[A-Za-z0-9.]*" | sort | uniq -c >> "$OUT/device.txt"
@@ -93,6 +95,12 @@ if [ "${GOLDEN:-1}" = 1 ]; then
   log "golden reference digests"
   OMP_NUM_THREADS="$JOBS" bash scripts/golden.sh ./build-gpu/cli/calico > "$OUT/golden.txt" 2>&1 || status=1
   tail -1 "$OUT/golden.txt" | tee -a "$OUT/gpu.log"
+fi
+if [ "${REF_SCALING:-0}" = 1 ]; then  # issue 12 on this host + the full-size deepseek-v3 megakernel comparison
+  log "reference scaling"
+  MEGAKERNEL=1 BENCH_BIN=build-gpu/bench/bench_model_gemm bash scripts/reference_scaling.sh ./build-gpu/cli/calico \
+    "$OUT/scaling" 2>&1 | tail -25 | tee -a "$OUT/gpu.log" || status=1
+  tar czf "$OUT/scaling.tgz" -C "$OUT" scaling && rm -rf "$OUT/scaling"
 fi
 if [ "${GATE:-0}" = 1 ]; then  # the megakernel gate matrix (scripts/gate_megakernel.sh)
   log "megakernel gate"

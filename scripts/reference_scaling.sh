@@ -20,6 +20,7 @@
 # Usage: scripts/reference_scaling.sh CALICO OUTDIR          e.g. build/cli/calico ./scaling-out
 #   [THREADS=16] [SCALING_EXPERTS=32] [SCALING_TOKENS=256] [SKIP_FULL=1] [BENCH_BIN=build/bench/bench_model_gemm]
 #   [BENCH_ARGS=--benchmark_filter=...] [CALICO_MODEL_GEMM_KERNEL=avx2]  (the reference on the AVX2 kernel)
+#   [MEGAKERNEL=1]  (GPU machine: the megakernel on the full-size deepseek-v3 run, digests against the reference)
 set -uo pipefail
 calico="$(realpath "$1")"; out="$2"
 mkdir -p "$out"
@@ -61,6 +62,26 @@ bash "$repo/scripts/golden.sh" "$calico" > "$out/golden.log" 2>&1 && echo "golde
 if [ "${SKIP_FULL:-0}" != 1 ]; then
   run deepseek-v3-2048 --preset deepseek-v3 --tokens 2048 --ranks 1 --threads "$threads"
   run qwen3-30b-a3b-2048 --preset qwen3-30b-a3b --tokens 2048 --ranks 1 --threads "$threads"
+fi
+
+# MEGAKERNEL=1 (on the GPU machine): the megakernel on the same full-size deepseek-v3 run (shared expert,
+# 2048 tokens, the same seed and routing), both dispatch directions, against the reference digests above.
+digests() { grep -E '^(out|d_x|d_router_weights|d_w_gate|d_w_up|d_w_down|d_ws_gate|d_ws_up|d_ws_down) ' | awk '{print $1, $4}'; }
+if [ "${MEGAKERNEL:-0}" = 1 ] && [ -f "$out/deepseek-v3-2048.log" ]; then
+  digests < "$out/deepseek-v3-2048.log" > "$out/ref-deepseek-v3-2048.digests"
+  mk_md="$out/megakernel-deepseek-v3-2048.md"
+  echo "| dispatch | identical tensors of $(wc -l < "$out/ref-deepseek-v3-2048.digests") | result |" > "$mk_md"
+  echo "|---|---|---|" >> "$mk_md"
+  for dispatch in pull push; do
+    echo "[$(date +%T)] megakernel deepseek-v3 2048, dispatch $dispatch"
+    "$calico" run --backend megakernel --preset deepseek-v3 --tokens 2048 --ranks 1 --dispatch "$dispatch" \
+      > "$out/megakernel-$dispatch.log" 2>&1
+    digests < "$out/megakernel-$dispatch.log" > "$out/mk-$dispatch.digests"
+    same="$(join <(sort "$out/ref-deepseek-v3-2048.digests") <(sort "$out/mk-$dispatch.digests") | awk '$2 == $3' | wc -l)"
+    if cmp -s "$out/ref-deepseek-v3-2048.digests" "$out/mk-$dispatch.digests"; then r=PASSED; else r=FAILED; fi
+    echo "| $dispatch | $same | $r |" >> "$mk_md"
+  done
+  cat "$mk_md"
 fi
 
 {
@@ -108,6 +129,8 @@ same="$(grep -q '^DIGESTS DIFFER' "$out/scaling.md" && echo 'DIGESTS DIFFER' || 
   for r in deepseek-v3-2048 qwen3-30b-a3b-2048; do
     [ -f "$out/$r.log" ] && echo "$r: total $(field "$r" total) s, wall $(wall "$r"), RSS $(rss_gb "$r") GB, $threads threads"
   done
+  [ -f "$out/megakernel-deepseek-v3-2048.md" ] && \
+    echo "megakernel vs reference, deepseek-v3 2048: $(grep -cE 'PASSED' "$out/megakernel-deepseek-v3-2048.md") of 2 dispatch configs bitwise identical"
   echo "scaling $variant $tokens tokens: 1 thread $t1 s, $tmax threads $tn s, speedup ${speedup}x, $same"
   [ -f "$out/bench_model_gemm.txt" ] && sed -n '/^summary/,$p' "$out/bench_model_gemm.txt" | sed 's/^/bench: /'
 } > "$out/summary.txt"
