@@ -4,7 +4,7 @@
 # permute + torch._grouped_mm + SwiGLU + index_add, and a dense bf16 GEMM as the ceiling) on the same shapes:
 # qwen3-30b-a3b T=16384 and deepseek-v3 routed experts T=8192 (ANCHORS.md). One JSON line per row in
 # $OUT/bench.jsonl, a table on stdout.
-# Usage: bash scripts/bench_megakernel.sh [CALICO] [OUT]
+# Usage: [MODES='pull:pull push:push pull:push'] [TORCH=0] [ITERS=20] bash scripts/bench_megakernel.sh [CALICO] [OUT]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CALICO="${1:-build-gpu/cli/calico}"
@@ -14,19 +14,17 @@ status=0
 : > "$OUT/bench.jsonl"
 for row in "qwen3-30b-a3b 16384" "deepseek-v3-routed 8192"; do
   set -- $row
-  "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --dispatch pull --dispatch-backward pull \
-    --json "$OUT/bench-row.json" || status=1
-  [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
-  if [ "${PUSH:-1}" = 1 ]; then  # the push path (data-movement CTAs) beside it, and pull forward + push backward
-    "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --dispatch push --comm-sms "${COMM_FWD:-32}" \
-      --comm-sms-backward "${COMM_BWD:-16}" --json "$OUT/bench-row.json" || status=1
+  for mode in ${MODES:-pull:pull push:push pull:push}; do  # forward:backward dispatch
+    fwd="${mode%:*}"; bwd="${mode#*:}"
+    "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --dispatch "$fwd" --dispatch-backward "$bwd" \
+      $([ "$fwd" = push ] && echo "--comm-sms ${COMM_FWD:-32}") $([ "$bwd" = push ] && echo "--comm-sms-backward ${COMM_BWD:-16}") \
+      --json "$OUT/bench-row.json" || status=1
     [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
-    "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --dispatch pull --dispatch-backward push \
-      --comm-sms-backward "${COMM_BWD:-16}" --json "$OUT/bench-row.json" || status=1
+  done
+  if [ "${TORCH:-1}" = 1 ]; then
+    python3 bench/torch_moe_baseline.py --preset "$1" --tokens "$2" --iters "$ITERS" --json "$OUT/bench-row.json" || status=1
     [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
   fi
-  python3 bench/torch_moe_baseline.py --preset "$1" --tokens "$2" --iters "$ITERS" --json "$OUT/bench-row.json" || status=1
-  [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
   rm -f "$OUT/bench-row.json"
 done
 python3 - "$OUT/bench.jsonl" <<'PY'

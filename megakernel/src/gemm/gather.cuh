@@ -65,8 +65,9 @@ struct KMajorRows {
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int r = ptid / kChunksPerRow + kRowStep * i;
-      *reinterpret_cast<uint4*>(dst + static_cast<int64_t>(row0 + r) * g.cols + col) =
-          *reinterpret_cast<const uint4*>(at(a, stage, r, c));
+      // streaming store (evict first): 0.5 GB of rows must not push the weights out of L2
+      __stcs(reinterpret_cast<uint4*>(dst + static_cast<int64_t>(row0 + r) * g.cols + col),
+             *reinterpret_cast<const uint4*>(at(a, stage, r, c)));
     }
   }
   __device__ static void scale(const RowGather& g, bf16_t* a, int stage, int row0, int k0, int ptid) {

@@ -150,19 +150,21 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 // Producer side of one tile, run by all kProducerThreads threads (ptid): for each k-tile, wait for a free
 // stage; thread 0 expects `tma_bytes` and issues the TMA loads (`issue(kt, stage, bar)`); every thread then
 // copies its share of the gathered rows (`gather(kt, stage)`, cp.async) and arrives once that share has
-// landed and `finish(kt, stage)` (an in-place transform of its own chunks, or nothing) is done. The copies of
-// kGatherLag k-tiles stay in flight before the oldest is published. False when a wait failed (the launch is
-// aborting).
+// landed and `finish(kt, stage)` (an in-place transform of its own chunks, or nothing) is done; then
+// `after(kt, stage)` may still read the published stage (the consumers only read it, and this thread
+// rewrites it only kStages k-tiles later). The copies of kGatherLag k-tiles stay in flight before the oldest
+// is published. False when a wait failed (the launch is aborting).
 constexpr int kGatherLag = 2;  // < kStages: the stage being published never waits for a later one
-template <bool kGathers, class Issue, class Gather, class Finish>
+template <bool kGathers, class Issue, class Gather, class Finish, class After>
 __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
                                              uint32_t tma_bytes, int task, int ptid, Issue&& issue,
-                                             Gather&& gather, Finish&& finish) {
+                                             Gather&& gather, Finish&& finish, After&& after) {
   PipeState pub = ps;  // the oldest stage not yet published
   int published = 0;
   auto publish_one = [&] {
     fence_proxy_async_shared();
     mbar_arrive(&s.full[pub.stage]);
+    after(published, pub.stage);
     pub.advance();
     ++published;
   };
@@ -199,7 +201,8 @@ __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s,
 template <class Issue>
 __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
                                              uint32_t tma_bytes, int task, int ptid, Issue&& issue) {
-  return produce_tile<false>(sc, s, ps, k_tiles, tma_bytes, task, ptid, issue, [](int, int) {}, [](int, int) {});
+  return produce_tile<false>(sc, s, ps, k_tiles, tma_bytes, task, ptid, issue, [](int, int) {}, [](int, int) {},
+                             [](int, int) {});
 }
 
 // Consumer side of one tile's K loop: `mma_step(stage, kb)` issues the k16 step kb (0..3) of the stage;
@@ -251,6 +254,20 @@ __device__ __forceinline__ void check_acc_fragment(const Coord& coord, int i, in
   if (get<0>(coord(i)) != get<0>(coord(0)) + 8 * r || get<1>(coord(i)) != get<1>(coord(0)) + off ||
       get<1>(coord(i + 1)) != get<1>(coord(i)) + 1)
     __trap();
+}
+
+// Barrier among the producer warpgroup's threads (named barrier 2) that returns whether `ok` held in all.
+__device__ __forceinline__ bool producer_all(bool ok) {
+  uint32_t all;
+  asm volatile(
+      "{\n.reg .pred p, q;\n"
+      "setp.ne.b32 q, %1, 0;\n"
+      "bar.red.and.pred p, 2, %2, q;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(all)
+      : "r"(static_cast<int>(ok)), "n"(kProducerThreads)
+      : "memory");
+  return all != 0;
 }
 
 // Barrier among the 256 consumer threads (named barrier 1): orders their epilogue stores before a signal.

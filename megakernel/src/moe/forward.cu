@@ -104,8 +104,8 @@ __device__ bool produce(const ForwardParams& p, GemmSmem& s, PipeState& ps, cons
       const bool write_back = t.n == 0;  // one column tile per m-tile keeps the expert-major copy for the backward
       return produce_tile<true>(
           sc, s, ps, k_tiles, 2 * OpK128::kTileBytes, id, ptid, load_b,
-          [&](int kt, int st) { KMajorRows::gather(rows, a, st, t.m * kBM, kt * kBK, ptid); },
-          [&](int kt, int st) {
+          [&](int kt, int st) { KMajorRows::gather(rows, a, st, t.m * kBM, kt * kBK, ptid); }, [](int, int) {},
+          [&](int kt, int st) {  // after publishing: off the consumers' path
             if (write_back) KMajorRows::write_back(rows, a, st, p.xp, t.m * kBM, kt * kBK, ptid);
           });
     }

@@ -28,8 +28,12 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
   if (warpgroup == 0) {  // producer warpgroup: thread 0 issues the TMA loads, all 128 gather rows
     cutlass::arch::warpgroup_reg_dealloc<56>();
     PipeState ps;
-    for (int id = ci; id < plan.total; id += nc)
-      if (!produce(ps, plan.decode(id), id)) break;
+    for (int id = ci; id < plan.total; id += nc) {
+      // NOTE: the barrier orders a task's last reads of its gathered stages (produce_tile's `after`) before
+      // thread 0's first TMA of the next task into the same stages; as a vote, every thread leaves together
+      // when any wait failed (each produce() returns: its waits are bounded).
+      if (!producer_all(produce(ps, plan.decode(id), id))) break;
+    }
     return;
   }
   cutlass::arch::warpgroup_reg_alloc<224>();
