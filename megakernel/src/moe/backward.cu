@@ -1,5 +1,6 @@
 // The backward megakernel: ONE persistent launch does the d_y dispatch (bf16(w_k * d_out) rows in the
-// canonical expert-major order), d_router_weights, the dgrad GEMMs (d_h with the SwiGLU backward in its
+// canonical expert-major order: by communication CTAs with push, gathered and scaled in the d_h and dW_down
+// tiles' stages with pull), d_router_weights, the dgrad GEMMs (d_h with the SwiGLU backward in its
 // epilogue, then d_x_k over the concatenated [d_g | d_u]), the weight-gradient GEMMs into the fp32
 // accumulators, and the d_x combine; the shared expert alongside when I_s > 0. Roles, counters and the
 // task walk are those of forward.cu.

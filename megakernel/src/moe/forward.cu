@@ -1,6 +1,8 @@
 // The forward megakernel: ONE persistent launch does the dispatch (x rows into the canonical expert-major
 // order), the gate/up GEMMs with SwiGLU in their epilogue, the down GEMMs and the combine, plus the shared
-// expert when I_s > 0. Communication CTAs [0, n_comm) move rows; compute CTAs run GEMM tiles; integer
+// expert when I_s > 0. Push: communication CTAs [0, n_comm) move rows first. Pull: the gate/up tiles'
+// producers gather their x rows straight into shared memory (gemm/gather.cuh), and the tiles of column 0
+// also write them to the expert-major copy the backward reads. Compute CTAs run GEMM tiles; integer
 // counters (release/acquire) connect them; all CTAs share the combine tail. Token counts never leave the device.
 //
 // Compute tasks, in the one order every compute CTA walks (CTA c takes tasks c, c + n, c + 2n, ...; each task
