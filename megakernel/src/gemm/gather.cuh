@@ -37,80 +37,61 @@ __device__ __forceinline__ void scale_chunk(bf16_t* chunk, float w) {
   *reinterpret_cast<uint4*>(chunk) = v;
 }
 
-// K-major A stage (128 rows x kBK columns): rows [row0, row0 + 128), columns [k0, k0 + kBK). Thread ptid
-// copies chunk ptid % 8 (8 columns) of rows ptid / 8 + 16 i: each warp reads 4 whole 128-byte row pieces.
-struct KMajorRows {
-  static constexpr int kChunksPerRow = kBK / 8, kRowStep = kProducerThreads / kChunksPerRow;
-  static constexpr int kPerThread = kBM / kRowStep;
-  __device__ static bf16_t* at(bf16_t* a, int stage, int r, int c) {
-    auto sA = smem_tensor<kBM, true>(a);
-    return &sA(r, c, stage);
+// A stage of BMN x kBK elements filled from token rows. K-major (the A operand of d_h and gate/up): the
+// stage's BMN rows are source rows, its kBK columns source columns [col0, col0 + kBK). MN-major (the
+// weight-gradient operands, whose K is the expert's rows): the stage's kBK K entries are source rows, its BMN
+// entries source columns [col0, col0 + BMN). Source rows are rows [row0, ...) of the expert-major order.
+// Thread ptid copies 8-column chunk ptid % kChunksPerRow of source rows ptid / kChunksPerRow + kRowStep i:
+// each warp reads whole 128- (K-major) or 256/512-byte (MN-major) row pieces.
+template <int BMN, bool KMajor>
+struct StageRows {
+  static constexpr int kRows = KMajor ? BMN : kBK, kCols = KMajor ? kBK : BMN;
+  static constexpr int kChunksPerRow = kCols / 8, kRowStep = kProducerThreads / kChunksPerRow;
+  static constexpr int kPerThread = kRows / kRowStep;
+  // The 8 elements of source row j (of this stage), columns c..c+7 (of this stage).
+  __device__ static bf16_t* at(bf16_t* base, int stage, int j, int c) {
+    auto s = smem_tensor<BMN, KMajor>(base);
+    return KMajor ? &s(j, c, stage) : &s(c, j, stage);
   }
-  __device__ static void gather(const RowGather& g, bf16_t* a, int stage, int row0, int k0, int ptid) {
-    const int c = (ptid % kChunksPerRow) * 8, col = k0 + c;
+  __device__ static int row(int ptid, int i) { return ptid / kChunksPerRow + kRowStep * i; }
+  __device__ static int chunk(int ptid) { return (ptid % kChunksPerRow) * 8; }
+
+  __device__ static void gather(const RowGather& g, bf16_t* base, int stage, int row0, int col0, int ptid) {
+    const int c = chunk(ptid), col = col0 + c;
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
-      const int r = ptid / kChunksPerRow + kRowStep * i;
-      const int t = __ldg(g.row_token + row0 + r);
+      const int j = row(ptid, i);
+      const int t = __ldg(g.row_token + row0 + j);
       const bool ok = t >= 0 && col < g.cols;
-      cp_async_16(at(a, stage, r, c), ok ? g.src + static_cast<int64_t>(t) * g.ld + col : g.src, ok);
+      cp_async_16(at(base, stage, j, c), ok ? g.src + static_cast<int64_t>(t) * g.ld + col : g.src, ok);
     }
   }
-  // The copied chunks, once landed, also to rows [row0, row0 + 128) of the expert-major buffer `dst`
-  // (g.cols columns; padding rows as the zeros they were filled with).
-  __device__ static void write_back(const RowGather& g, bf16_t* a, int stage, uint16_t* dst, int row0, int k0,
+  // The copied chunks, once landed, also to rows [row0, ...) of the expert-major buffer `dst` (g.cols
+  // columns; padding rows as the zeros they were filled with).
+  __device__ static void write_back(const RowGather& g, bf16_t* base, int stage, uint16_t* dst, int row0, int col0,
                                     int ptid) {
-    const int c = (ptid % kChunksPerRow) * 8, col = k0 + c;
+    const int c = chunk(ptid), col = col0 + c;
     if (col >= g.cols) return;
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
-      const int r = ptid / kChunksPerRow + kRowStep * i;
+      const int j = row(ptid, i);
       // streaming store (evict first): 0.5 GB of rows must not push the weights out of L2
-      __stcs(reinterpret_cast<uint4*>(dst + static_cast<int64_t>(row0 + r) * g.cols + col),
-             *reinterpret_cast<const uint4*>(at(a, stage, r, c)));
+      __stcs(reinterpret_cast<uint4*>(dst + static_cast<int64_t>(row0 + j) * g.cols + col),
+             *reinterpret_cast<const uint4*>(at(base, stage, j, c)));
     }
   }
-  __device__ static void scale(const RowGather& g, bf16_t* a, int stage, int row0, int k0, int ptid) {
-    const int c = (ptid % kChunksPerRow) * 8;
-    if (k0 + c >= g.cols) return;  // zero fill past the tensor stays +0
+  __device__ static void scale(const RowGather& g, bf16_t* base, int stage, int row0, int col0, int ptid) {
+    const int c = chunk(ptid);
+    if (col0 + c >= g.cols) return;  // zero fill past the tensor stays +0
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
-      const int r = ptid / kChunksPerRow + kRowStep * i;
-      scale_chunk(at(a, stage, r, c), __ldg(g.row_weight + row0 + r));
+      const int j = row(ptid, i);
+      scale_chunk(at(base, stage, j, c), __ldg(g.row_weight + row0 + j));
     }
   }
 };
-
-// MN-major stage (BMN columns of the source as MN x kBK rows as K): the weight-gradient operands, whose K is
-// the expert's rows. Element (mn, k) is source row row0 + k, column n0 + mn. Thread ptid copies chunk
-// ptid % (BMN / 8) (8 columns) of rows ptid / (BMN / 8) + step i.
+using KMajorRows = StageRows<kBM, true>;
 template <int BMN>
-struct MnMajorRows {
-  static constexpr int kChunksPerRow = BMN / 8, kRowStep = kProducerThreads / kChunksPerRow;
-  static constexpr int kPerThread = kBK / kRowStep;
-  __device__ static bf16_t* at(bf16_t* base, int stage, int mn, int k) {
-    auto s = smem_tensor<BMN, false>(base);
-    return &s(mn, k, stage);
-  }
-  __device__ static void gather(const RowGather& g, bf16_t* base, int stage, int row0, int n0, int ptid) {
-    const int mn = (ptid % kChunksPerRow) * 8, col = n0 + mn;
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int k = ptid / kChunksPerRow + kRowStep * i;
-      const int t = __ldg(g.row_token + row0 + k);
-      const bool ok = t >= 0 && col < g.cols;
-      cp_async_16(at(base, stage, mn, k), ok ? g.src + static_cast<int64_t>(t) * g.ld + col : g.src, ok);
-    }
-  }
-  __device__ static void scale(const RowGather& g, bf16_t* base, int stage, int row0, int n0, int ptid) {
-    const int mn = (ptid % kChunksPerRow) * 8;
-    if (n0 + mn >= g.cols) return;  // zero fill past the tensor stays +0
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int k = ptid / kChunksPerRow + kRowStep * i;
-      scale_chunk(at(base, stage, mn, k), __ldg(g.row_weight + row0 + k));
-    }
-  }
-};
+using MnMajorRows = StageRows<BMN, false>;
 
 }  // namespace calico::gpu::mk
