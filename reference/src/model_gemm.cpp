@@ -11,12 +11,16 @@
 //    so cvttps2dq yields exactly the model's term trunc(p / 2^(Emax-25)). Products with E < -135 (possibly
 //    inexact in fp32) scale below 2^-8 and truncate to 0, as in the model. Zero terms sit below Emax in the
 //    model too (-133 < -101), so they never change it inside the window.
-//  - The 16 product terms fit an int32 sum (each < 2^27); the accumulator term (< 2^26) is added in int64.
-//  - The sum converts to float with round-toward-zero (vcvtqq2ps {rz}), exact truncation to 24 bits, and
-//    the multiply by 2^(Emax-25) >= 2^-126 is exact (results stay normal and below 2^128).
+//  - The 16 product terms fit an int32 sum (each < 2^27, 16 * 255^2 * 2^11 < 2^31); the accumulator term
+//    (< 2^26) is added in int32 with an overflow check (AVX-512 fast step) or exactly in int64 / double.
+//  - The sum converts to float with round-toward-zero (vcvtdq2ps / vcvtqq2ps {rz}), exact truncation to 24
+//    bits, and the multiply by 2^(Emax-25) >= 2^-126 is exact (results stay normal and below 2^128).
 //  - Every other case takes the scalar step for that lane: Emax outside the window (tiny or huge values,
-//    NaN/inf operands are coded with huge exponents, so inf*0 too), and an accumulator equal to -0 (the only
-//    way a step can return -0). A step whose terms are all zero gives +0 in both.
+//    NaN/inf operands are coded with huge exponents, so inf*0 too). A step whose terms are all zero gives +0
+//    in both; an accumulator equal to -0 is a zero term like +0 (the specification never returns -0).
+//  - Per micro-tile and K-step the kernels first try micro_step_fast (every lane in the window or all-zero,
+//    no int32 overflow; one branch per step); a step it declines runs again from the same inputs through
+//    micro_step_exact, the per-lane version above (kernel file, model_gemm_kernel.inc).
 // The AVX2 path differs only in the last rounding (no int64 -> float {rz} conversion): it adds the two int32
 // parts exactly in double (|sum| < 2^32), clears the low 29 of the 52 fraction bits (in sign-magnitude that
 // is truncation to 24 significant bits, i.e. round-toward-zero) and converts to float, which is then exact.

@@ -161,6 +161,40 @@ TEST(ModelGemm, SafeWindowEdges) {
   }
 }
 
+TEST(ModelGemm, StepSumBeyondInt32) {
+  // The largest step sums: 16 same-sign products with full fractions at E = Emax (each term 255^2 * 2^11)
+  // plus an accumulator with e_c = Emax and a full fraction of the same sign, 2.198e9 units > 2^31 - 1;
+  // and neighbours just below (shorter fractions, opposite signs). A vector path summing in int32 must not
+  // take these steps. Emax 0 and 120 (near the top of the safe window), K = 16 (the first step only) and 48.
+  std::mt19937_64 rng(12);
+  for (int e : {0, 120}) {
+    for (int64_t K : {16, 48}) {
+      const int64_t M = 5, N = 35;
+      const int ea = e / 2, eb = e - ea;
+      std::vector<uint16_t> A(M * K), B(N * K);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K; ++k) A[m * K + k] = bf16_from(127 + ea, m == 3 ? 0x7E : 0x7F, m == 1);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) B[n * K + k] = bf16_from(127 + eb, n % 5 == 4 ? 0x70 : 0x7F, n % 7 == 6);
+      std::vector<float> C0(M * N);
+      for (int64_t i = 0; i < M * N; ++i) {
+        const bool neg = (i / N == 1) != (i % N % 7 == 6);  // the products' sign, except every 4th
+        const uint32_t frac = i % 3 == 2 ? static_cast<uint32_t>(rng()) & 0x7FFFFFu : 0x7FFFFFu;
+        C0[i] = bits_f32(((neg != (i % 4 == 3)) ? 0x80000000u : 0u) | (static_cast<uint32_t>(127 + e) << 23) | frac);
+      }
+      std::vector<float> want = C0;
+      model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
+      for (GemmKernel kernel : kernels()) {
+        std::vector<float> got = C0;
+        model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
+        for (int64_t i = 0; i < M * N; ++i)
+          ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
+              << "Emax " << e << " K " << K << " element " << i << " kernel " << to_string(kernel);
+      }
+    }
+  }
+}
+
 TEST(ModelGemm, SignedZeroChains) {
   // Every exact zero result is +0, even when all terms are -0 (C = -0 and all products -0), as on the
   // H200. Rows of -0/+0 against columns of +0/-0, C = +-0, K with and without a tail.
