@@ -21,6 +21,9 @@
 //  - Per micro-tile and K-step the kernels first try micro_step_fast (every lane in the window or all-zero,
 //    no int32 overflow; one branch per step); a step it declines runs again from the same inputs through
 //    micro_step_exact, the per-lane version above (kernel file, model_gemm_kernel.inc).
+//    The AVX-512 micro_step_fast scales each product by adding k << 23 (k = 25 - Emax) to its bits instead of
+//    a second multiply; that is exact for every product only when Emax <= 24 (kFastHigh), so it declines
+//    steps with Emax in (24, 121], which micro_step_exact then runs.
 // The AVX2 path differs only in the last rounding (no int64 -> float {rz} conversion): it adds the two int32
 // parts exactly in double (|sum| < 2^32), clears the low 29 of the 52 fraction bits (in sign-magnitude that
 // is truncation to 24 significant bits, i.e. round-toward-zero) and converts to float, which is then exact.

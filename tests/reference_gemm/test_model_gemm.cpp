@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -149,6 +150,45 @@ TEST(ModelGemm, SafeWindowEdges) {
     for (auto& v : C0)
       v = rng() % 2 ? 0.0f : bits_f32((static_cast<uint32_t>(rng()) & 0x807FFFFFu) |
                                       (static_cast<uint32_t>(127 + target - 1 + static_cast<int>(rng() % 3)) << 23));
+    std::vector<float> want = C0;
+    model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
+    for (GemmKernel kernel : kernels()) {
+      std::vector<float> got = C0;
+      model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
+      for (int64_t i = 0; i < M * N; ++i)
+        ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
+            << "target Emax " << target << " element " << i << " kernel " << to_string(kernel);
+    }
+  }
+}
+
+TEST(ModelGemm, FastWindowTopEdge) {
+  // The AVX-512 micro_step_fast scales products by an integer add to their exponent field, valid for
+  // Emax <= 24 (kFastHigh, model_gemm_kernel.inc); above it the step takes micro_step_exact. Per-element Emax
+  // around 24 with products spread far below it (down to subnormal and inexact fp32 products), zero and
+  // subnormal operands, mixed signs, C = 0, tiny, or near 2^target: fast == scalar on both sides.
+  std::mt19937_64 rng(12);
+  for (int target : {-101, -100, 0, 20, 22, 23, 24, 25, 26, 28}) {
+    const int64_t M = 9, N = 37, K = 64;
+    const int ea = target / 2, eb = target - ea;
+    std::vector<uint16_t> A(M * K), B(N * K);
+    auto operand = [&](int e) -> uint16_t {
+      const int r = static_cast<int>(rng() % 8);
+      const bool neg = rng() & 1;
+      if (r == 0) return bf16_from(0, 0, neg);                                    // zero
+      if (r == 1) return bf16_from(0, static_cast<uint32_t>(rng()) | 1, neg);     // subnormal
+      const int field = std::clamp(127 + e - (r == 2 ? static_cast<int>(rng() % 160) : static_cast<int>(rng() % 4)), 1, 254);
+      return bf16_from(field, static_cast<uint32_t>(rng()), neg);
+    };
+    for (auto& v : A) v = operand(ea);
+    for (auto& v : B) v = operand(eb);
+    std::vector<float> C0(M * N);
+    for (auto& v : C0) {
+      const int r = static_cast<int>(rng() % 3);
+      v = r == 0 ? 0.0f
+                 : bits_f32((static_cast<uint32_t>(rng()) & 0x807FFFFFu) |
+                            (static_cast<uint32_t>(std::clamp(127 + target - (r == 1 ? 40 : static_cast<int>(rng() % 3)), 1, 254)) << 23));
+    }
     std::vector<float> want = C0;
     model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
     for (GemmKernel kernel : kernels()) {
