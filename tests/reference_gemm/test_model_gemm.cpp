@@ -26,6 +26,20 @@ std::vector<GemmKernel> kernels() {
   return k;
 }
 
+// Every vector kernel of this build equals the scalar specification, bit for bit, on C0 + A * B^T
+// (row-major A [M, K], B [N, K]); `where` names the case in a failure.
+void expect_kernels_match_scalar(int64_t M, int64_t N, int64_t K, const std::vector<uint16_t>& A,
+                                 const std::vector<uint16_t>& B, const std::vector<float>& C0, const std::string& where) {
+  std::vector<float> want = C0;
+  model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
+  for (GemmKernel kernel : kernels()) {
+    std::vector<float> got = C0;
+    model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
+    for (int64_t i = 0; i < M * N; ++i)
+      ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << where << " element " << i << " kernel " << to_string(kernel);
+  }
+}
+
 uint16_t bf16_from(int exp_field, uint32_t frac, bool neg) {
   return static_cast<uint16_t>((neg ? 0x8000u : 0u) | (static_cast<uint32_t>(exp_field) << 7) | (frac & 0x7F));
 }
@@ -150,15 +164,7 @@ TEST(ModelGemm, SafeWindowEdges) {
     for (auto& v : C0)
       v = rng() % 2 ? 0.0f : bits_f32((static_cast<uint32_t>(rng()) & 0x807FFFFFu) |
                                       (static_cast<uint32_t>(127 + target - 1 + static_cast<int>(rng() % 3)) << 23));
-    std::vector<float> want = C0;
-    model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
-    for (GemmKernel kernel : kernels()) {
-      std::vector<float> got = C0;
-      model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
-      for (int64_t i = 0; i < M * N; ++i)
-        ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
-            << "target Emax " << target << " element " << i << " kernel " << to_string(kernel);
-    }
+    expect_kernels_match_scalar(M, N, K, A, B, C0, "target Emax " + std::to_string(target));
   }
 }
 
@@ -189,15 +195,7 @@ TEST(ModelGemm, FastWindowTopEdge) {
                  : bits_f32((static_cast<uint32_t>(rng()) & 0x807FFFFFu) |
                             (static_cast<uint32_t>(std::clamp(127 + target - (r == 1 ? 40 : static_cast<int>(rng() % 3)), 1, 254)) << 23));
     }
-    std::vector<float> want = C0;
-    model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
-    for (GemmKernel kernel : kernels()) {
-      std::vector<float> got = C0;
-      model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
-      for (int64_t i = 0; i < M * N; ++i)
-        ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
-            << "target Emax " << target << " element " << i << " kernel " << to_string(kernel);
-    }
+    expect_kernels_match_scalar(M, N, K, A, B, C0, "target Emax " + std::to_string(target));
   }
 }
 
@@ -222,15 +220,7 @@ TEST(ModelGemm, StepSumBeyondInt32) {
         const uint32_t frac = i % 3 == 2 ? static_cast<uint32_t>(rng()) & 0x7FFFFFu : 0x7FFFFFu;
         C0[i] = bits_f32(((neg != (i % 4 == 3)) ? 0x80000000u : 0u) | (static_cast<uint32_t>(127 + e) << 23) | frac);
       }
-      std::vector<float> want = C0;
-      model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
-      for (GemmKernel kernel : kernels()) {
-        std::vector<float> got = C0;
-        model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
-        for (int64_t i = 0; i < M * N; ++i)
-          ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
-              << "Emax " << e << " K " << K << " element " << i << " kernel " << to_string(kernel);
-      }
+      expect_kernels_match_scalar(M, N, K, A, B, C0, "Emax " + std::to_string(e) + " K " + std::to_string(K));
     }
   }
 }
