@@ -192,6 +192,22 @@ struct TaskRow {
   int64_t row;
 };
 
+// Rounds the batch's fp32 results (task i's rows at out + offset[i], H columns) to bf16 into the
+// per-task destination dst(i), row by row over all rows of all tasks.
+template <class Dest>
+void round_rows_to_bf16(const std::vector<TaskRow>& rows, const std::vector<int64_t>& offset, const float* out,
+                        int64_t H, Dest&& dst) {
+  const auto nrows = static_cast<int64_t>(rows.size());
+#pragma omp parallel for schedule(static) if (nrows * H >= kParallelMin)
+  for (int64_t k = 0; k < nrows; ++k) {
+    const size_t i = rows[k].task;
+    const int64_t r = rows[k].row;
+    const float* o = out + offset[i];
+    uint16_t* d = dst(i);
+    for (int64_t c = r * H; c < (r + 1) * H; ++c) d[c] = f32_to_bf16(o[c]);
+  }
+}
+
 GemmJob job(int64_t M, int64_t N, int64_t K, GemmOperand A, GemmOperand B, float* C, int64_t ldc) {
   GemmJob j;
   j.M = M, j.N = N, j.K = K, j.A = A, j.B = B, j.C = C, j.ldc = ldc;
@@ -274,13 +290,7 @@ void ffn_forward_batch(const LayerSpec& spec, const std::vector<FfnForwardTask>&
     ProfileScope p("fwd gemm down (batch)", flops);
     model_gemm_bf16_batch(spec.mma, jobs);
   }
-#pragma omp parallel for schedule(static) if (nrows * H >= kParallelMin)
-  for (int64_t k = 0; k < nrows; ++k) {
-    const size_t i = rows[k].task;
-    const int64_t r = rows[k].row;
-    const float* o = out.data() + oh[i];
-    for (int64_t c = r * H; c < (r + 1) * H; ++c) tasks[i].y[c] = f32_to_bf16(o[c]);
-  }
+  round_rows_to_bf16(rows, oh, out.data(), H, [&](size_t i) { return tasks[i].y; });
 }
 
 void ffn_backward_batch(const LayerSpec& spec, const std::vector<FfnBackwardTask>& tasks) {
@@ -362,13 +372,7 @@ void ffn_backward_batch(const LayerSpec& spec, const std::vector<FfnBackwardTask
     ProfileScope p("bwd gemm d_x+dW (batch)", flops);
     model_gemm_bf16_batch(spec.mma, jobs);
   }
-#pragma omp parallel for schedule(static) if (nrows * H >= kParallelMin)
-  for (int64_t k = 0; k < nrows; ++k) {
-    const size_t i = rows[k].task;
-    const int64_t r = rows[k].row;
-    const float* d = dx.data() + oh[i];
-    for (int64_t c = r * H; c < (r + 1) * H; ++c) tasks[i].d_x[c] = f32_to_bf16(d[c]);
-  }
+  round_rows_to_bf16(rows, oh, dx.data(), H, [&](size_t i) { return tasks[i].d_x; });
 }
 
 void ffn_forward(const LayerSpec& spec, int inter, int64_t n, const uint16_t* X, const uint16_t* Wg,
