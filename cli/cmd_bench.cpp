@@ -28,7 +28,6 @@ struct BenchOptions {
   std::optional<int> comm_sms_backward;  // unset: as --comm-sms
   int ctas = 0;
   bool profile = false;
-  bool serial_epilogues = false;
   std::string json;
 };
 
@@ -59,7 +58,6 @@ int bench_command(const BenchOptions& o) {
   mo.comm_ctas_backward = comm_bwd;
   mo.ctas = o.ctas;
   mo.profile = o.profile;
-  mo.overlap_epilogues = !o.serial_epilogues;
   gpu::MoeLayer layer(spec, o.tokens, mo);
   layer.set_random_inputs(routing.topk_experts.data(), routing.router_weights.data(), o.seed);
   std::fprintf(stderr, "%s\n", layer.describe().c_str());
@@ -85,7 +83,6 @@ int bench_command(const BenchOptions& o) {
     j["dispatch"] = o.dispatch == dispatch_bwd ? o.dispatch : o.dispatch + "/" + dispatch_bwd;
     j["comm_sms"] = mo.comm_ctas_forward;
     j["comm_sms_backward"] = mo.comm_ctas_backward;
-    j["overlap_epilogues"] = mo.overlap_epilogues;
     j["iters"] = o.iters;
     j["forward_ms"] = fwd;
     j["forward_backward_ms"] = fwd_bwd;
@@ -122,8 +119,6 @@ Registrar bench("bench", "Time the megakernel layer (forward, forward + backward
   sub.add_option("--ctas", o->ctas, "CTAs per launch (0 = every SM)")->capture_default_str();
   sub.add_option("--json", o->json, "Also write the result as JSON here");
   sub.add_flag("--profile", o->profile, "Also print where the SM cycles went (waits per stage, main loops, epilogues)");
-  sub.add_flag("--serial-epilogues", o->serial_epilogues,
-               "Run every forward epilogue before the next tile's main loop (default: beside it where possible)");
   sub.footer("Example: calico bench --preset deepseek-v3-routed --tokens 8192 --json mk.json");
   return [o] { return bench_command(*o); };
 });

@@ -29,9 +29,6 @@ struct MoeOptions {
   int comm_ctas_backward = 16;  // with push; with pull they run only the tails (combine, router gradient)
   int ctas = 0;                 // CTAs per launch (persistent: at most one per SM); 0 = every SM
   int combine_tokens = 16;      // tokens per combine task (the tail's granularity; results never depend on it)
-  // Forward: a tile's epilogue (SwiGLU, stores) runs beside the next tile's wgmma when that tile cannot wait
-  // for it; false runs every epilogue at once (for comparison; results are the same bits either way).
-  bool overlap_epilogues = true;
 #ifdef NDEBUG
   double wait_timeout_s = 10.0;  // bound of every spin-wait
 #else

@@ -213,11 +213,10 @@ __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s,
 // and no accumulator here is -0 after the chain's first real step; an empty chain issues no step at all).
 // One k-tile's batch of four steps stays in flight while the next one is issued (the order of the steps on
 // the accumulator is unchanged: wgmma of one warpgroup complete in issue order); a stage is released once
-// the batch that read it has completed. `beside(kt)` runs while k-tile kt's batch is in flight (the previous
-// tile's deferred epilogue, moe/forward.cu): work that touches neither the accumulator nor the stages.
-template <class FenceAcc, class MmaStep, class Beside>
+// the batch that read it has completed.
+template <class FenceAcc, class MmaStep>
 __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
-                                             int task, FenceAcc&& fence_acc, MmaStep&& mma_step, Beside&& beside) {
+                                             int task, FenceAcc&& fence_acc, MmaStep&& mma_step) {
   using namespace cute;
   const bool leader = (threadIdx.x % 128) == 0;
   // NOTE: a failed wait does not leave the loop (the launch is aborting and every later wait returns at
@@ -233,7 +232,6 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
 #pragma unroll
     for (int kb = 0; kb < kBK / 16; ++kb) mma_step(ps.stage, kb);
     warpgroup_commit_batch();
-    beside(kt);
     warpgroup_wait<1>();
     fence_acc();
     mbar_arrive_if(&s.empty[previous < 0 ? 0 : previous], leader && previous >= 0);
@@ -245,11 +243,6 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
   mbar_arrive_if(&s.empty[previous < 0 ? 0 : previous], leader && previous >= 0);
   if (sc.profile != nullptr && threadIdx.x == 128) profile_add(sc, kProfMainloop, clock64() - c0);
   return ok;
-}
-template <class FenceAcc, class MmaStep>
-__device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
-                                             int task, FenceAcc&& fence_acc, MmaStep&& mma_step) {
-  return consume_tile(sc, s, ps, k_tiles, task, fence_acc, mma_step, [](int) {});
 }
 
 // The m64n256 fp32 accumulator fragment of a consumer thread (CuTe's SM90 GMMA C layout): element i (even)

@@ -248,7 +248,6 @@ struct MoeLayer::Impl {
     fp = {};
     fp.d = d, fp.sch = sch, fp.sync = sync;
     fp.n_comm = opt.comm_ctas_forward, fp.pull = opt.pull_forward, fp.combine_tokens = opt.combine_tokens, fp.skip_signal_task = opt.lose_signal_forward;
-    fp.overlap_epilogues = opt.overlap_epilogues;
     fp.x = x, fp.router_weights = rw;
     fp.xp = xp, fp.g = g, fp.u = u, fp.h = h, fp.y = y, fp.gs = gs, fp.us = us, fp.hs = hs, fp.ys = ys, fp.out = out;
     fp.c_dispatched = counters_fwd;
@@ -499,10 +498,9 @@ std::string MoeLayer::describe() const {
   const auto& m = *impl_;
   return fmt::format(
       "megakernel sm_90a: {}/{} dispatch (forward/backward), {} CTAs x {} threads ({} forward / {} backward data-movement CTAs), tiles {}x{} "
-      "(gate/up {}+{}), K stage {}, {} stages, {}/{} KB shared memory (forward/backward), forward epilogues {}, {:.2f} GB on the device",
+      "(gate/up {}+{}), K stage {}, {} stages, {} KB shared memory, {:.2f} GB on the device",
       m.opt.pull_forward ? "pull" : "push", m.opt.pull_backward ? "pull" : "push", m.ctas, mk::kThreads, m.opt.comm_ctas_forward, m.opt.comm_ctas_backward, kBM, mk::kWideN, mk::kGateUpN,
-      mk::kGateUpN, mk::kBK, mk::kStages, mk::forward_smem_bytes() / 1024, mk::gemm_smem_bytes() / 1024,
-      m.opt.overlap_epilogues ? "overlapped" : "serial", m.bytes / 1e9);
+      mk::kGateUpN, mk::kBK, mk::kStages, mk::gemm_smem_bytes() / 1024, m.bytes / 1e9);
 }
 
 }  // namespace calico::gpu

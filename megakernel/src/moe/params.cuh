@@ -46,7 +46,6 @@ struct ForwardParams {
   SyncContext sync;
   int n_comm = 1;             // CTAs [0, n_comm) move data; the rest compute
   int pull = 0;               // 1: compute CTAs gather x rows themselves (gemm/gather.cuh); 0: comm CTAs dispatch
-  int overlap_epilogues = 1;  // 1: a tile's epilogue may run beside the next tile's K loop (forward.cu)
   int combine_tokens = 16;    // tokens per combine task
   int skip_signal_task = -1;  // debug: the compute task whose release is skipped (lost-signal test)
   const uint16_t* x = nullptr;             // [T,H]
@@ -89,7 +88,6 @@ struct BackwardParams {
 
 void launch_forward(const ForwardParams& p, int grid, cudaStream_t stream);
 void launch_backward(const BackwardParams& p, int grid, cudaStream_t stream);
-size_t gemm_smem_bytes();     // a backward compute CTA
-size_t forward_smem_bytes();  // a forward compute CTA (the ring plus the pending epilogue area)
+size_t gemm_smem_bytes();
 
 }  // namespace calico::gpu::mk
