@@ -5,7 +5,8 @@
 #  2. digest comparisons (no traces: full-size tensors are GBs) of the reference and the megakernel at several
 #     SM splits: qwen3-30b-a3b T = 2048 (uniform, zipf:1.2, adversarial, clamp) and deepseek-v3's shape
 #     (H, I, K, I_s) with 32 experts, T = 512 (the CPU reference runs ~20 GFLOP/s there: issue 12).
-#     DIGEST_ONLY="PRESET T ROUTING CLAMP;..." replaces that list (e.g. "deepseek-v3 2048 uniform 0").
+#     DIGEST_ONLY="PRESET T ROUTING CLAMP;..." replaces that list (e.g. "deepseek-v3 2048 uniform 0"), and
+#     MK_CONFIGS="DISPATCH COMM_SMS MINIBATCH;..." the megakernel configs compared (full size: fewer, for time).
 # Megakernel configs: pull dispatch (compute CTAs gather rows) and push (data-movement CTAs) at SM splits.
 # Writes $OUT/gate/ (the gate reports) and $OUT/gate-megakernel.md; exit 1 on any difference.
 # Usage: [GATE_TINY=0] bash scripts/gate_megakernel.sh [CALICO] [OUT]
@@ -81,7 +82,8 @@ for spec in "${DIGEST_SPECS[@]}"; do
   "$CALICO" run "${args[@]}" --threads "$(nproc)" | digests > "$DATA/ref.txt"
   t1=$(date +%s)
   ok=1; configs=""
-  for cfg in "pull 16 0" "pull 16 64" "push 16 0" "push 4 2048" "pull 16 0"; do  # the last repeats the first
+  IFS=';' read -r -a mk_configs <<< "${MK_CONFIGS:-pull 16 0;pull 16 64;push 16 0;push 4 2048;pull 16 0}"
+  for cfg in "${mk_configs[@]}"; do  # dispatch, comm SMs, minibatch; the default list's last repeats its first
     set -- $cfg
     "$CALICO" run "${args[@]}" --backend megakernel --dispatch "$1" --comm-sms "$2" --minibatch "$3" \
       | digests > "$DATA/mk.txt"
