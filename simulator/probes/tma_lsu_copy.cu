@@ -1,5 +1,5 @@
-// Probe (issue 11; NOT YET RUN: the topology values it would calibrate use public figures until a device
-// run): single-GPU copy rates and in-flight limits of the two SM transfer engines the simulator models,
+// Probe (issue 11; run on one H200 on 2026-12-01: reports/data/tma-lsu-probe-h200-2026-12-01.txt; the peer
+// rows need two GPUs and are not measured yet): single-GPU copy rates and in-flight limits of the two SM transfer engines the simulator models,
 // and the flag round trip within one device. In the style of ../shared/probes/p2p_bandwidth.cu.
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/tma simulator/probes/tma_lsu_copy.cu
