@@ -199,6 +199,64 @@ TEST(ModelGemm, FastWindowTopEdge) {
   }
 }
 
+TEST(ModelGemm, ExponentCodes8Saturation) {
+  // Steps without zero or non-finite operands take the 8-bit exponent pass (product_emax8,
+  // model_gemm_kernel.inc): code sums saturate to [-128, 127]. Operands at the extreme codes -126 (field 1
+  // or subnormal) and 127 (field 254) beside moderate ones give product exponents far above (254, saturated),
+  // inside (127 - 126 = 1) and far below (-252, saturated) the window, alone or mixed in a step, with C = 0,
+  // tiny or inside the window: fast == scalar. A wrapping add (254 -> -2) or a wrong fold fails here.
+  std::mt19937_64 rng(21);
+  const int64_t M = 9, N = 37, K = 96;
+  for (int family = 0; family < 4; ++family) {
+    auto operand = [&](bool row_a) -> uint16_t {
+      const int r = static_cast<int>(rng() % 8);
+      const bool neg = rng() & 1;
+      const uint32_t frac = static_cast<uint32_t>(rng());
+      const bool big = family == 0 ? row_a : (family == 1 ? !row_a : (rng() & 1));
+      if (family == 3) return bf16_from(r < 4 ? 254 : 1, frac, neg);             // every product extreme
+      if (r == 0) return bf16_from(0, frac | 1, neg);                               // subnormal, code -126
+      if (r <= 3) return bf16_from(big ? 254 - static_cast<int>(rng() % 3) : 1 + static_cast<int>(rng() % 3), frac, neg);
+      return bf16_from(127 - 20 + static_cast<int>(rng() % 40), frac, neg);       // moderate
+    };
+    std::vector<uint16_t> A(M * K), B(N * K);
+    for (auto& v : A) v = operand(true);
+    for (auto& v : B) v = operand(false);
+    std::vector<float> C0(M * N);
+    for (auto& v : C0) {
+      const int r = static_cast<int>(rng() % 3);
+      v = r == 0 ? 0.0f : bits_f32((static_cast<uint32_t>(rng()) & 0x807FFFFFu) |
+                                   (static_cast<uint32_t>(r == 1 ? 1 + rng() % 20 : 127 - 30 + rng() % 50) << 23));
+    }
+    expect_kernels_match_scalar(M, N, K, A, B, C0, "family " + std::to_string(family));
+  }
+}
+
+TEST(ModelGemm, SpecialOperandStepsUseInt16Codes) {
+  // A step with one zero or non-finite operand must not take the 8-bit exponent pass (its saturated code
+  // would pair with an extreme partner into the window): every product tiny (far below the window) except
+  // one per row and step, a zero (or inf / NaN) against a partner at code 127 (or -126), C inside the window.
+  // Fast == scalar; ignoring the step's special flag fails here.
+  std::mt19937_64 rng(22);
+  const int64_t M = 8, N = 33, K = 64;
+  for (int kind = 0; kind < 4; ++kind) {
+    std::vector<uint16_t> A(M * K), B(N * K);
+    for (auto& v : A) v = bf16_from(127 - 55 + static_cast<int>(rng() % 4), static_cast<uint32_t>(rng()), rng() & 1);
+    for (auto& v : B) v = bf16_from(127 - 55 + static_cast<int>(rng() % 4), static_cast<uint32_t>(rng()), rng() & 1);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k0 = 0; k0 < K; k0 += 16) {
+        const int64_t k = k0 + static_cast<int64_t>(rng() % 16);
+        const uint16_t special = kind == 0 ? 0x0000 : (kind == 1 ? 0x8000 : (kind == 2 ? 0x7F80 : 0x7FC1));
+        A[m * K + k] = special;
+        for (int64_t n = 0; n < N; ++n)
+          B[n * K + k] = bf16_from(kind < 2 ? 254 : (n % 2 ? 1 : 0), static_cast<uint32_t>(rng()) | 1, rng() & 1);
+      }
+    std::vector<float> C0(M * N);
+    for (auto& v : C0)
+      v = bits_f32((static_cast<uint32_t>(rng()) & 0x807FFFFFu) | (static_cast<uint32_t>(127 - 50 + rng() % 10) << 23));
+    expect_kernels_match_scalar(M, N, K, A, B, C0, "kind " + std::to_string(kind));
+  }
+}
+
 TEST(ModelGemm, StepSumBeyondInt32) {
   // The largest step sums: 16 same-sign products with full fractions at E = Emax (each term 255^2 * 2^11)
   // plus an accumulator with e_c = Emax and a full fraction of the same sign, 2.198e9 units > 2^31 - 1;
