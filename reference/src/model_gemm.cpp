@@ -24,9 +24,15 @@
 //    The AVX-512 micro_step_fast scales each product by adding k << 23 (k = 25 - Emax) to its bits instead of
 //    a second multiply; that is exact for every product only when Emax <= 24 (kFastHigh), so it declines
 //    steps with Emax in (24, 121], which micro_step_exact then runs.
-// The AVX2 path differs only in the last rounding (no int64 -> float {rz} conversion): it adds the two int32
-// parts exactly in double (|sum| < 2^32), clears the low 29 of the 52 fraction bits (in sign-magnitude that
-// is truncation to 24 significant bits, i.e. round-toward-zero) and converts to float, which is then exact.
+//  - Steps without zero or non-finite operands (a flag per packed block and K step) take the exponent pass on
+//    8-bit codes, two k per vector, with saturating adds: exact on [-128, 127], which holds the whole window,
+//    and a saturated sum stays on its side of it (model_gemm_kernel.inc, product_emax8).
+// The AVX2 path differs only in the last rounding (no int32 -> float {rz} conversion). Its fast step sums the
+// accumulator's term and the products' in int32 modulo 2^32 and declines a step with |sum| >= 2^31 - 2^26
+// (every wrapped sum lands there); it converts to nearest and steps one ulp back toward zero where that
+// rounded away (seen by converting back, exact). Its exact step adds the two int32 parts exactly in double
+// (|sum| < 2^32), clears the low 29 of the 52 fraction bits (in sign-magnitude that is truncation to 24
+// significant bits, i.e. round-toward-zero) and converts to float, which is then exact.
 // Threads split output tiles only; each element's chain runs in one thread in K order, so the bits do not
 // depend on the thread count. model_gemm_bf16_batch runs many GEMMs (the experts of a rank) as one parallel
 // loop over (job, row tile, column panel) items; packing only changes where the same operand values are read

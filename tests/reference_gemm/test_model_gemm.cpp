@@ -283,6 +283,33 @@ TEST(ModelGemm, StepSumBeyondInt32) {
   }
 }
 
+TEST(ModelGemm, RoundTowardZeroAtBinadeTop) {
+  // Step sums just below a power of two, where round-to-nearest goes up to the next binade and
+  // round-toward-zero must not (the AVX2 fast step converts to nearest and then steps back one ulp): one
+  // product 2^Emax (times 1 + f) and C = (2^24 - j) 2^(Emax-24), so the sum is 2^26 - 2j units (f = 0); signs
+  // mixed. The other k hold zeros (the int16 exponent pass) or tiny operands (the 8-bit one). Fast == scalar.
+  std::mt19937_64 rng(23);
+  const int64_t M = 4, N = 16, K = 32;
+  for (int e : {-90, -30, 0, 20, 24, 60, 110}) {
+    for (bool tiny_filler : {false, true}) {
+      const int ea = e / 2, eb = e - ea;
+      std::vector<uint16_t> A(M * K), B(N * K);
+      const uint16_t filler = tiny_filler ? bf16_from(std::max(1, 127 + ea - 70), 0x15, false) : 0;
+      for (auto& v : A) v = filler;
+      for (auto& v : B) v = filler;
+      for (int64_t m = 0; m < M; ++m) A[m * K] = A[m * K + 16] = bf16_from(127 + ea, m < 2 ? 0 : 1, m == 1);
+      for (int64_t n = 0; n < N; ++n) B[n * K] = B[n * K + 16] = bf16_from(127 + eb, n % 4 == 3 ? 2 : 0, n % 5 == 4);
+      std::vector<float> C0(M * N);
+      for (int64_t i = 0; i < M * N; ++i) {
+        const uint32_t j = 1 + static_cast<uint32_t>(i % 8);
+        const float c = std::ldexp(static_cast<float>((1u << 24) - j), e - 24);
+        C0[i] = (rng() & 1) ? -c : c;
+      }
+      expect_kernels_match_scalar(M, N, K, A, B, C0, "Emax " + std::to_string(e) + (tiny_filler ? " tiny" : " zeros"));
+    }
+  }
+}
+
 TEST(ModelGemm, SignedZeroChains) {
   // Every exact zero result is +0, even when all terms are -0 (C = -0 and all products -0), as on the
   // H200. Rows of -0/+0 against columns of +0/-0, C = +-0, K with and without a tail.
