@@ -168,6 +168,36 @@ TEST(ModelGemm, SafeWindowEdges) {
   }
 }
 
+TEST(ModelGemm, WindowEdgesWithoutZeros) {
+  // The window edges again on whole micro-tiles (M, N, K multiples of 8, 64, 16) without zero operands, so
+  // the steps take the 8-bit exponent pass and its int16 window test (scales_pack_order): Emax around -101,
+  // 24 (the AVX-512 fast window top) and 121 (AVX2's), C = +-0 or near 2^target. Up to 121 some operands
+  // subnormal or far smaller (subnormal, zero or inexact fp32 products, as in FastWindowTopEdge); above,
+  // same-sign products of 1.75 x 1.75 whose step sums fit int32 but overflow fp32 at Emax 123.
+  std::mt19937_64 rng(13);
+  for (int target : {-104, -102, -101, -100, 22, 23, 24, 25, 26, 27, 119, 120, 121, 122, 123, 124}) {
+    const int64_t M = 8, N = 64, K = 48;
+    const int ea = target / 2, eb = target - ea;
+    auto operand = [&](int e) -> uint16_t {
+      if (target > 121) return bf16_from(127 + e, 0x60, false);
+      const int r = static_cast<int>(rng() % 8);
+      if (r == 0) return bf16_from(0, static_cast<uint32_t>(rng()) | 1, rng() & 1);  // subnormal
+      const int drop = r <= 2 ? 100 + static_cast<int>(rng() % 60) : static_cast<int>(rng() % 3);
+      return bf16_from(std::max(1, 127 + e - drop), static_cast<uint32_t>(rng()), rng() & 1);
+    };
+    std::vector<uint16_t> A(M * K), B(N * K);
+    for (auto& v : A) v = operand(ea);
+    for (auto& v : B) v = operand(eb);
+    std::vector<float> C0(M * N);
+    for (auto& v : C0) {
+      const int r = static_cast<int>(rng() % 4);
+      v = r == 0 ? 0.0f : (r == 1 ? -0.0f : bits_f32((static_cast<uint32_t>(rng()) & 0x807FFFFFu) |
+                                                      (static_cast<uint32_t>(127 + target - 1 + static_cast<int>(rng() % 3)) << 23)));
+    }
+    expect_kernels_match_scalar(M, N, K, A, B, C0, "target Emax " + std::to_string(target));
+  }
+}
+
 TEST(ModelGemm, FastWindowTopEdge) {
   // The AVX-512 micro_step_fast scales products by an integer add to their exponent field, valid for
   // Emax <= 24 (kFastHigh, model_gemm_kernel.inc); above it the step takes micro_step_exact. Per-element Emax
