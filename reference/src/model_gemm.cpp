@@ -12,7 +12,8 @@
 //    inexact in fp32) scale below 2^-8 and truncate to 0, as in the model. Zero terms sit below Emax in the
 //    model too (-133 < -101), so they never change it inside the window.
 //  - The 16 product terms fit an int32 sum (each < 2^27, 16 * 255^2 * 2^11 < 2^31); the accumulator term
-//    (< 2^26) is added in int32 with an overflow check (AVX-512 fast step) or exactly in int64 / double.
+//    (< 2^26) is added in int32 modulo 2^32 with a range check (fast steps: sum_in_range) or exactly in
+//    int64 / double.
 //  - The sum converts to float with round-toward-zero (vcvtdq2ps / vcvtqq2ps {rz}), exact truncation to 24
 //    bits, and the multiply by 2^(Emax-25) >= 2^-126 is exact (results stay normal and below 2^128).
 //  - Every other case takes the scalar step for that lane: Emax outside the window (tiny or huge values,
