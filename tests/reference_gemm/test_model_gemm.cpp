@@ -14,6 +14,10 @@
 
 #include "model_gemm.h"
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 namespace calico::ref {
 namespace {
 
@@ -315,7 +319,7 @@ TEST(ModelGemm, StepSumBeyondInt32) {
 
 TEST(ModelGemm, RoundTowardZeroAtBinadeTop) {
   // Step sums just below a power of two, where round-to-nearest goes up to the next binade and
-  // round-toward-zero must not (the AVX2 fast step converts to nearest and then steps back one ulp): one
+  // round-toward-zero must not (the AVX2 fast step relies on MXCSR's rounding control for it): one
   // product 2^Emax (times 1 + f) and C = (2^24 - j) 2^(Emax-24), so the sum is 2^26 - 2j units (f = 0); signs
   // mixed. The other k hold zeros (the int16 exponent pass) or tiny operands (the 8-bit one). Fast == scalar.
   std::mt19937_64 rng(23);
@@ -339,6 +343,38 @@ TEST(ModelGemm, RoundTowardZeroAtBinadeTop) {
     }
   }
 }
+
+#if defined(__SSE__)
+TEST(ModelGemm, CallerRoundingModeKeptAndIrrelevant) {
+  // The AVX2 kernel sets MXCSR to round toward zero around its loops (KernelRounding): the caller's MXCSR
+  // comes back unchanged, and a caller's non-default rounding mode changes no bit (every kernel, 1 and 2
+  // threads; the mode is the calling thread's).
+  std::mt19937_64 rng(24);
+  const int64_t M = 12, N = 40, K = 80;
+  std::vector<uint16_t> A(M * K), B(N * K);
+  for (auto& v : A) v = draw(Mix::typical, rng);
+  for (auto& v : B) v = draw(Mix::typical, rng);
+  std::vector<float> want(M * N, 0.25f);
+  model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
+  const unsigned saved = _mm_getcsr();
+  for (unsigned mode : {_MM_ROUND_NEAREST, _MM_ROUND_UP, _MM_ROUND_DOWN, _MM_ROUND_TOWARD_ZERO})
+    for (GemmKernel kernel : kernels())
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        const unsigned csr = (saved & ~_MM_ROUND_MASK) | mode;
+        _mm_setcsr(csr);
+        std::vector<float> got(M * N, 0.25f);
+        model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
+        const unsigned after = _mm_getcsr();
+        _mm_setcsr(saved);
+        EXPECT_EQ(after & ~0x3Fu, csr & ~0x3Fu) << "MXCSR control bits changed, kernel " << to_string(kernel);
+        for (int64_t i = 0; i < M * N; ++i)
+          ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "mode " << mode << " kernel " << to_string(kernel)
+                                                         << " threads " << threads << " element " << i;
+      }
+  omp_set_num_threads(2);
+}
+#endif
 
 TEST(ModelGemm, SignedZeroChains) {
   // Every exact zero result is +0, even when all terms are -0 (C = -0 and all products -0), as on the
