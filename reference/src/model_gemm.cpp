@@ -12,7 +12,8 @@
 //    inexact in fp32) scale below 2^-8 and truncate to 0, as in the model. Zero terms sit below Emax in the
 //    model too (-133 < -101), so they never change it inside the window.
 //  - The 16 product terms fit an int32 sum (each < 2^27, 16 * 255^2 * 2^11 < 2^31); the accumulator term
-//    (< 2^26) is added in int32 with an overflow check (AVX-512 fast step) or exactly in int64 / double.
+//    (< 2^26) is added in int32 modulo 2^32 with a range check (fast steps: sum_in_range) or exactly in
+//    int64 / double.
 //  - The sum converts to float with round-toward-zero (vcvtdq2ps / vcvtqq2ps {rz}), exact truncation to 24
 //    bits, and the multiply by 2^(Emax-25) >= 2^-126 is exact (results stay normal and below 2^128).
 //  - Every other case takes the scalar step for that lane: Emax outside the window (tiny or huge values,
@@ -24,9 +25,15 @@
 //    The AVX-512 micro_step_fast scales each product by adding k << 23 (k = 25 - Emax) to its bits instead of
 //    a second multiply; that is exact for every product only when Emax <= 24 (kFastHigh), so it declines
 //    steps with Emax in (24, 121], which micro_step_exact then runs.
-// The AVX2 path differs only in the last rounding (no int64 -> float {rz} conversion): it adds the two int32
-// parts exactly in double (|sum| < 2^32), clears the low 29 of the 52 fraction bits (in sign-magnitude that
-// is truncation to 24 significant bits, i.e. round-toward-zero) and converts to float, which is then exact.
+//  - Steps without zero or non-finite operands (a flag per packed block and K step) take the exponent pass on
+//    8-bit codes, two k per vector, with saturating adds: exact on [-128, 127], which holds the whole window,
+//    and a saturated sum stays on its side of it (model_gemm_kernel.inc, product_emax8).
+// The AVX2 path differs only in the last rounding (no int32 -> float {rz} conversion). Its fast step sums the
+// accumulator's term and the products' in int32 modulo 2^32 and declines a step with |sum| >= 2^31 - 2^26
+// (every wrapped sum lands there) and converts it with MXCSR set to round toward zero around the kernel's
+// loops (KernelRounding; all their other floating-point operations are exact in any mode). Its exact step adds the two int32 parts exactly in double
+// (|sum| < 2^32), clears the low 29 of the 52 fraction bits (in sign-magnitude that is truncation to 24
+// significant bits, i.e. round-toward-zero) and converts to float, which is then exact.
 // Threads split output tiles only; each element's chain runs in one thread in K order, so the bits do not
 // depend on the thread count. model_gemm_bf16_batch runs many GEMMs (the experts of a rank) as one parallel
 // loop over (job, row tile, column panel) items; packing only changes where the same operand values are read

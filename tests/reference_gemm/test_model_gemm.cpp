@@ -14,6 +14,10 @@
 
 #include "model_gemm.h"
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 namespace calico::ref {
 namespace {
 
@@ -168,6 +172,36 @@ TEST(ModelGemm, SafeWindowEdges) {
   }
 }
 
+TEST(ModelGemm, WindowEdgesWithoutZeros) {
+  // The window edges again on whole micro-tiles (M, N, K multiples of 8, 64, 16) without zero operands, so
+  // the steps take the 8-bit exponent pass and its int16 window test (scales_pack_order): Emax around -101,
+  // 24 (the AVX-512 fast window top) and 121 (AVX2's), C = +-0 or near 2^target. Up to 121 some operands
+  // subnormal or far smaller (subnormal, zero or inexact fp32 products, as in FastWindowTopEdge); above,
+  // same-sign products of 1.75 x 1.75 whose step sums fit int32 but overflow fp32 at Emax 123.
+  std::mt19937_64 rng(13);
+  for (int target : {-104, -102, -101, -100, 22, 23, 24, 25, 26, 27, 119, 120, 121, 122, 123, 124}) {
+    const int64_t M = 8, N = 64, K = 48;
+    const int ea = target / 2, eb = target - ea;
+    auto operand = [&](int e) -> uint16_t {
+      if (target > 121) return bf16_from(127 + e, 0x60, false);
+      const int r = static_cast<int>(rng() % 8);
+      if (r == 0) return bf16_from(0, static_cast<uint32_t>(rng()) | 1, rng() & 1);  // subnormal
+      const int drop = r <= 2 ? 100 + static_cast<int>(rng() % 60) : static_cast<int>(rng() % 3);
+      return bf16_from(std::max(1, 127 + e - drop), static_cast<uint32_t>(rng()), rng() & 1);
+    };
+    std::vector<uint16_t> A(M * K), B(N * K);
+    for (auto& v : A) v = operand(ea);
+    for (auto& v : B) v = operand(eb);
+    std::vector<float> C0(M * N);
+    for (auto& v : C0) {
+      const int r = static_cast<int>(rng() % 4);
+      v = r == 0 ? 0.0f : (r == 1 ? -0.0f : bits_f32((static_cast<uint32_t>(rng()) & 0x807FFFFFu) |
+                                                      (static_cast<uint32_t>(127 + target - 1 + static_cast<int>(rng() % 3)) << 23)));
+    }
+    expect_kernels_match_scalar(M, N, K, A, B, C0, "target Emax " + std::to_string(target));
+  }
+}
+
 TEST(ModelGemm, FastWindowTopEdge) {
   // The AVX-512 micro_step_fast scales products by an integer add to their exponent field, valid for
   // Emax <= 24 (kFastHigh, model_gemm_kernel.inc); above it the step takes micro_step_exact. Per-element Emax
@@ -199,6 +233,64 @@ TEST(ModelGemm, FastWindowTopEdge) {
   }
 }
 
+TEST(ModelGemm, ExponentCodes8Saturation) {
+  // Steps without zero or non-finite operands take the 8-bit exponent pass (product_emax8,
+  // model_gemm_kernel.inc): code sums saturate to [-128, 127]. Operands at the extreme codes -126 (field 1
+  // or subnormal) and 127 (field 254) beside moderate ones give product exponents far above (254, saturated),
+  // inside (127 - 126 = 1) and far below (-252, saturated) the window, alone or mixed in a step, with C = 0,
+  // tiny or inside the window: fast == scalar. A wrapping add (254 -> -2) or a wrong fold fails here.
+  std::mt19937_64 rng(21);
+  const int64_t M = 9, N = 37, K = 96;
+  for (int family = 0; family < 4; ++family) {
+    auto operand = [&](bool row_a) -> uint16_t {
+      const int r = static_cast<int>(rng() % 8);
+      const bool neg = rng() & 1;
+      const uint32_t frac = static_cast<uint32_t>(rng());
+      const bool big = family == 0 ? row_a : (family == 1 ? !row_a : (rng() & 1));
+      if (family == 3) return bf16_from(r < 4 ? 254 : 1, frac, neg);             // every product extreme
+      if (r == 0) return bf16_from(0, frac | 1, neg);                               // subnormal, code -126
+      if (r <= 3) return bf16_from(big ? 254 - static_cast<int>(rng() % 3) : 1 + static_cast<int>(rng() % 3), frac, neg);
+      return bf16_from(127 - 20 + static_cast<int>(rng() % 40), frac, neg);       // moderate
+    };
+    std::vector<uint16_t> A(M * K), B(N * K);
+    for (auto& v : A) v = operand(true);
+    for (auto& v : B) v = operand(false);
+    std::vector<float> C0(M * N);
+    for (auto& v : C0) {
+      const int r = static_cast<int>(rng() % 3);
+      v = r == 0 ? 0.0f : bits_f32((static_cast<uint32_t>(rng()) & 0x807FFFFFu) |
+                                   (static_cast<uint32_t>(r == 1 ? 1 + rng() % 20 : 127 - 30 + rng() % 50) << 23));
+    }
+    expect_kernels_match_scalar(M, N, K, A, B, C0, "family " + std::to_string(family));
+  }
+}
+
+TEST(ModelGemm, SpecialOperandStepsUseInt16Codes) {
+  // A step with one zero or non-finite operand must not take the 8-bit exponent pass (its saturated code
+  // would pair with an extreme partner into the window): every product tiny (far below the window) except
+  // one per row and step, a zero (or inf / NaN) against a partner at code 127 (or -126), C inside the window.
+  // Fast == scalar; ignoring the step's special flag fails here.
+  std::mt19937_64 rng(22);
+  const int64_t M = 8, N = 33, K = 64;
+  for (int kind = 0; kind < 4; ++kind) {
+    std::vector<uint16_t> A(M * K), B(N * K);
+    for (auto& v : A) v = bf16_from(127 - 55 + static_cast<int>(rng() % 4), static_cast<uint32_t>(rng()), rng() & 1);
+    for (auto& v : B) v = bf16_from(127 - 55 + static_cast<int>(rng() % 4), static_cast<uint32_t>(rng()), rng() & 1);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k0 = 0; k0 < K; k0 += 16) {
+        const int64_t k = k0 + static_cast<int64_t>(rng() % 16);
+        const uint16_t special = kind == 0 ? 0x0000 : (kind == 1 ? 0x8000 : (kind == 2 ? 0x7F80 : 0x7FC1));
+        A[m * K + k] = special;
+        for (int64_t n = 0; n < N; ++n)
+          B[n * K + k] = bf16_from(kind < 2 ? 254 : (n % 2 ? 1 : 0), static_cast<uint32_t>(rng()) | 1, rng() & 1);
+      }
+    std::vector<float> C0(M * N);
+    for (auto& v : C0)
+      v = bits_f32((static_cast<uint32_t>(rng()) & 0x807FFFFFu) | (static_cast<uint32_t>(127 - 50 + rng() % 10) << 23));
+    expect_kernels_match_scalar(M, N, K, A, B, C0, "kind " + std::to_string(kind));
+  }
+}
+
 TEST(ModelGemm, StepSumBeyondInt32) {
   // The largest step sums: 16 same-sign products with full fractions at E = Emax (each term 255^2 * 2^11)
   // plus an accumulator with e_c = Emax and a full fraction of the same sign, 2.198e9 units > 2^31 - 1;
@@ -224,6 +316,65 @@ TEST(ModelGemm, StepSumBeyondInt32) {
     }
   }
 }
+
+TEST(ModelGemm, RoundTowardZeroAtBinadeTop) {
+  // Step sums just below a power of two, where round-to-nearest goes up to the next binade and
+  // round-toward-zero must not (the AVX2 fast step relies on MXCSR's rounding control for it): one
+  // product 2^Emax (times 1 + f) and C = (2^24 - j) 2^(Emax-24), so the sum is 2^26 - 2j units (f = 0); signs
+  // mixed. The other k hold zeros (the int16 exponent pass) or tiny operands (the 8-bit one). Fast == scalar.
+  std::mt19937_64 rng(23);
+  const int64_t M = 4, N = 16, K = 32;
+  for (int e : {-90, -30, 0, 20, 24, 60, 110}) {
+    for (bool tiny_filler : {false, true}) {
+      const int ea = e / 2, eb = e - ea;
+      std::vector<uint16_t> A(M * K), B(N * K);
+      const uint16_t filler = tiny_filler ? bf16_from(std::max(1, 127 + ea - 70), 0x15, false) : 0;
+      for (auto& v : A) v = filler;
+      for (auto& v : B) v = filler;
+      for (int64_t m = 0; m < M; ++m) A[m * K] = A[m * K + 16] = bf16_from(127 + ea, m < 2 ? 0 : 1, m == 1);
+      for (int64_t n = 0; n < N; ++n) B[n * K] = B[n * K + 16] = bf16_from(127 + eb, n % 4 == 3 ? 2 : 0, n % 5 == 4);
+      std::vector<float> C0(M * N);
+      for (int64_t i = 0; i < M * N; ++i) {
+        const uint32_t j = 1 + static_cast<uint32_t>(i % 8);
+        const float c = std::ldexp(static_cast<float>((1u << 24) - j), e - 24);
+        C0[i] = (rng() & 1) ? -c : c;
+      }
+      expect_kernels_match_scalar(M, N, K, A, B, C0, "Emax " + std::to_string(e) + (tiny_filler ? " tiny" : " zeros"));
+    }
+  }
+}
+
+#if defined(__SSE__)
+TEST(ModelGemm, CallerRoundingModeKeptAndIrrelevant) {
+  // The AVX2 kernel sets MXCSR to round toward zero around its loops (KernelRounding): the caller's MXCSR
+  // comes back unchanged, and a caller's non-default rounding mode changes no bit (every kernel, 1 and 2
+  // threads; the mode is the calling thread's).
+  std::mt19937_64 rng(24);
+  const int64_t M = 12, N = 40, K = 80;
+  std::vector<uint16_t> A(M * K), B(N * K);
+  for (auto& v : A) v = draw(Mix::typical, rng);
+  for (auto& v : B) v = draw(Mix::typical, rng);
+  std::vector<float> want(M * N, 0.25f);
+  model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
+  const unsigned saved = _mm_getcsr();
+  for (unsigned mode : {_MM_ROUND_NEAREST, _MM_ROUND_UP, _MM_ROUND_DOWN, _MM_ROUND_TOWARD_ZERO})
+    for (GemmKernel kernel : kernels())
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        const unsigned csr = (saved & ~_MM_ROUND_MASK) | mode;
+        _mm_setcsr(csr);
+        std::vector<float> got(M * N, 0.25f);
+        model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
+        const unsigned after = _mm_getcsr();
+        _mm_setcsr(saved);
+        EXPECT_EQ(after & ~0x3Fu, csr & ~0x3Fu) << "MXCSR control bits changed, kernel " << to_string(kernel);
+        for (int64_t i = 0; i < M * N; ++i)
+          ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "mode " << mode << " kernel " << to_string(kernel)
+                                                         << " threads " << threads << " element " << i;
+      }
+  omp_set_num_threads(2);
+}
+#endif
 
 TEST(ModelGemm, SignedZeroChains) {
   // Every exact zero result is +0, even when all terms are -0 (C = -0 and all products -0), as on the
