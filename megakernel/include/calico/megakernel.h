@@ -53,15 +53,14 @@ enum class NumericsOp : int {
 const char* numerics_op_name(NumericsOp op);
 std::vector<uint32_t> numerics_on_device(NumericsOp op, const std::vector<uint32_t>& in);
 
-// The epilogues' call-free silu, sigmoid and silu_grad (megakernel/src/gemm/epilogue.cuh) against
-// calico/numerics.h's, both on the device, over all 2^32 float bit patterns: per function (0 silu, 1 sigmoid,
-// 2 silu_grad) how many results differ and the first input that does (0 if none). newton_steps: 1 is the
-// epilogues'; 0 (applied to silu only) is too few: the test's negative control.
-struct ActivationCheck {
-  uint64_t mismatches[3] = {0, 0, 0};
-  uint32_t first_input[3] = {0, 0, 0};
+// The forward epilogue's call-free silu (silu_without_call in megakernel/src/gemm/epilogue.cuh) against
+// calico_silu, both on the device, over all 2^32 float bit patterns: how many results differ and the first
+// input that does (0 if none). newton_steps: 1 is the epilogue's; 0 is too few (the test's negative control).
+struct SiluCheck {
+  uint64_t mismatches = 0;
+  uint32_t first_input = 0;
 };
-ActivationCheck check_epilogue_activations(int newton_steps);
+SiluCheck check_silu_without_call(int newton_steps);
 
 // mx_quantize_block on blocks of `block_size` (1..32) consecutive floats; per block 33 bytes come back:
 // the 32 element bytes (unused ones 0) and the E8M0 scale.

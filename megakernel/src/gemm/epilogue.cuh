@@ -23,52 +23,29 @@ struct Clamp {
 struct SwigluOut {
   uint16_t g, u, h;
 };
-// silu and sigmoid divide by d = 1 + exp(-g). CUDA's division calls a slow-path subroutine now and then, and
-// the call sites in the unrolled SwiGLU epilogues keep the compiler from overlapping one element's exp and
-// division with the next one's. a / d below gives the same bits without a call, for every float g
-// (tests/megakernel/test_numerics_gpu.cpp checks silu, sigmoid and silu_grad over all 2^32 inputs on the
-// device). d is 1 (q = a), +inf (q = a * 0), NaN, 2 for |g| < 2^-100 (q = a * 0.5: exact, like the division),
-// or in (1, 2^128). There q is the division's own fast path (reciprocal, one Newton step, quotient, FMA
-// residual, correction), with both operands scaled by 2^-64 when d >= 2^64 so the reciprocal and the
-// residual stay normal (a power-of-two scaling does not change the quotient); for d >= 2^126, where
-// 1 / d is subnormal, a double reciprocal refined twice is rounded once (the quotient of two floats is never
-// within 2^-52 of a rounding boundary, relative, without being on it). kNewtonSteps = 0 is the test's
-// negative control.
-template <int kNewtonSteps = 1>
-__device__ __forceinline__ float divide_by_one_plus_exp(float a, float d, float g) {
-  constexpr float k2p64 = 18446744073709551616.0f, k2m64 = 5.42101086242752217e-20f;
-  constexpr float k2p126 = 8.50705917302346159e37f, k2m100 = 7.88860905221011805e-31f;
-  const bool big = d >= k2p64;
-  const float an = big ? __fmul_rn(a, k2m64) : a, bn = big ? __fmul_rn(d, k2m64) : d;
-  float r;
-  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(bn));
-  for (int i = 0; i < kNewtonSteps; ++i) r = __fmaf_rn(r, __fmaf_rn(-bn, r, 1.0f), r);
-  float q = __fmul_rn(an, r);
-  q = __fmaf_rn(r, __fmaf_rn(-bn, q, an), q);
-  if (d >= k2p126 && !isinf(d)) {  // rare (g < -87.3): a divergent branch, not a call
-    const double dd = d;
-    double rd;
-    asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(rd) : "d"(dd));
-    rd = __fma_rn(rd, __fma_rn(-dd, rd, 1.0), rd);
-    rd = __fma_rn(rd, __fma_rn(-dd, rd, 1.0), rd);
-    q = __double2float_rn(__dmul_rn(static_cast<double>(a), rd));
-  }
-  if (fabsf(g) < k2m100) q = __fmul_rn(a, 0.5f);
-  if (d == 1.0f) q = a;
-  if (isinf(d)) q = __fmul_rn(a, 0.0f);
-  return q;
-}
-// calico_silu, calico_sigmoid and calico_silu_grad (calico/numerics.h) in the same order, the division above.
+// calico_silu(g) = g / (1 + exp(-g)) without CUDA's division subroutine. The division's rare slow path is a
+// call, and 32 call sites in the unrolled SwiGLU epilogue keep the compiler from overlapping one element's
+// exp and division with the next one's. The same bits as calico_silu for every float input
+// (tests/megakernel/test_numerics_gpu.cpp checks all 2^32 on the device). d = 1 + exp(-g) is 1 (q = g),
+// +inf (q = g * 0), NaN, 2 for |g| < 2^-100 (q = g * 0.5, exact like the division), or in (1, 2^128); there
+// q is the division's own fast path (reciprocal, one Newton step, quotient, FMA residual, correction), with
+// both operands scaled by 2^-64 when d >= 2^64 so that the reciprocal and the residual stay normal (a
+// scaling by a power of two does not change the quotient). kNewtonSteps = 0 is the test's negative control.
 template <int kNewtonSteps = 1>
 __device__ __forceinline__ float silu_without_call(float g) {
-  return canonical_nan(divide_by_one_plus_exp<kNewtonSteps>(g, __fadd_rn(1.0f, calico_exp(-g)), g));
-}
-__device__ __forceinline__ float sigmoid_without_call(float g) {
-  return canonical_nan(divide_by_one_plus_exp(1.0f, __fadd_rn(1.0f, calico_exp(-g)), g));
-}
-__device__ __forceinline__ float silu_grad_without_call(float g) {
-  const float s = sigmoid_without_call(g);
-  return canonical_nan(__fmul_rn(s, __fadd_rn(1.0f, __fmul_rn(g, __fsub_rn(1.0f, s)))));
+  const float d = __fadd_rn(1.0f, calico_exp(-g));
+  const bool big = d >= 18446744073709551616.0f;  // 2^64
+  const float a = big ? __fmul_rn(g, 5.42101086242752217e-20f) : g;  // * 2^-64
+  const float b = big ? __fmul_rn(d, 5.42101086242752217e-20f) : d;
+  float r;
+  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(b));
+  for (int i = 0; i < kNewtonSteps; ++i) r = __fmaf_rn(r, __fmaf_rn(-b, r, 1.0f), r);
+  float q = __fmul_rn(a, r);
+  q = __fmaf_rn(r, __fmaf_rn(-b, q, a), q);
+  if (fabsf(g) < 7.88860905221011805e-31f) q = __fmul_rn(g, 0.5f);  // 2^-100: d == 2
+  if (d == 1.0f) q = g;
+  if (isinf(d)) q = __fmul_rn(g, 0.0f);
+  return canonical_nan(q);
 }
 
 __device__ __forceinline__ SwigluOut swiglu_forward(float acc_g, float acc_u, const Clamp& c) {
@@ -87,8 +64,8 @@ __device__ __forceinline__ SwigluGrad swiglu_backward(float acc_dh, uint16_t g_s
   const float dh = bf16_to_f32(f32_to_bf16(acc_dh));
   const bool g_cut = c.on && graw > c.limit, u_cut = c.on && (uraw > c.limit || uraw < -c.limit);
   SwigluGrad r;
-  r.dg = g_cut ? uint16_t(0) : f32_to_bf16(__fmul_rn(__fmul_rn(dh, u), silu_grad_without_call(g)));
-  r.du = u_cut ? uint16_t(0) : f32_to_bf16(__fmul_rn(dh, silu_without_call(g)));
+  r.dg = g_cut ? uint16_t(0) : f32_to_bf16(__fmul_rn(__fmul_rn(dh, u), calico_silu_grad(g)));
+  r.du = u_cut ? uint16_t(0) : f32_to_bf16(__fmul_rn(dh, calico_silu(g)));
   return r;
 }
 

@@ -66,6 +66,20 @@ struct StageRows {
       cp_async_16(at(base, stage, j, c), ok ? g.src + static_cast<int64_t>(t) * g.ld + col : g.src, ok);
     }
   }
+  // The copied chunks, once landed, also to rows [row0, ...) of the expert-major buffer `dst` (g.cols
+  // columns; padding rows as the zeros they were filled with).
+  __device__ static void write_back(const RowGather& g, bf16_t* base, int stage, uint16_t* dst, int row0, int col0,
+                                    int ptid) {
+    const int c = chunk(ptid), col = col0 + c;
+    if (col >= g.cols) return;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int j = row(ptid, i);
+      // streaming store (evict first): 0.5 GB of rows must not push the weights out of L2
+      __stcs(reinterpret_cast<uint4*>(dst + static_cast<int64_t>(row0 + j) * g.cols + col),
+             *reinterpret_cast<const uint4*>(at(base, stage, j, c)));
+    }
+  }
   __device__ static void scale(const RowGather& g, bf16_t* base, int stage, int row0, int col0, int ptid) {
     const int c = chunk(ptid);
     if (col0 + c >= g.cols) return;  // zero fill past the tensor stays +0

@@ -70,16 +70,6 @@ using OpK256 = TmaOperand<256, true>;    // K-major 256-row tile (down weights a
 using OpMN128 = TmaOperand<128, false>;  // MN-major 128 tile (wgrad A)
 using OpMN256 = TmaOperand<256, false>;  // MN-major 256 tile (dgrad B, wgrad B)
 
-// A TMA store of a K-major 128-row stage to global rows (the pull forward's expert-major copy of x).
-using TmaStoreAtomK128 = decltype(cute::make_tma_atom(
-    cute::SM90_TMA_STORE{},
-    cute::make_tensor(cute::make_gmem_ptr(static_cast<bf16_t*>(nullptr)), GmemShape{}, StrideKMajor{}),
-    SmemLayout<128, true>{}(cute::_, cute::_, 0), cute::Shape<cute::Int<128>, cute::Int<kBK>>{}));
-struct TmaStoreK128 {
-  TmaStoreAtomK128 atom;
-  int mn = 0, k = 0, l = 0;
-};
-
 // Shared memory of a compute CTA: A stages (16 KB each), B stages (32 KB each: one 256-row tile or a gate
 // half and an up half of 128 rows), the ring's barriers.
 struct GemmSmem {
@@ -113,9 +103,7 @@ __device__ __forceinline__ void pipeline_init(GemmSmem& s) {
     // full: producer thread 0's arrive.expect_tx (the TMA bytes) plus one arrive per producer thread once the
     // rows it gathered (if any) are in the stage.
     mbar_init(&s.full[i], 1 + kProducerThreads);
-    // empty: one arrive per consumer warpgroup once it has read the stage, and producer thread 0's once a TMA
-    // store from the stage (if any) has read it.
-    mbar_init(&s.empty[i], 3);
+    mbar_init(&s.empty[i], 2);  // one arrive per consumer warpgroup
   }
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
@@ -137,20 +125,6 @@ __device__ __forceinline__ void tma_load(const TmaOperand<BMN, KMajor>& op, uint
   auto [tg, ts] = tma_partition(op.atom, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s), group_modes<0, 2>(g));
   copy(op.atom.with(*bar), tg(_, kt), ts(_, stage));
 }
-
-// Issues the TMA store of `stage` of `smem_base` to k-tile `kt` of the mn_tile strip of `op`.
-__device__ __forceinline__ void tma_store(const TmaStoreK128& op, bf16_t* smem_base, int stage, int mn_tile, int kt) {
-  using namespace cute;
-  Tensor m = op.atom.get_tma_tensor(make_shape(op.mn, op.k, op.l));
-  Tensor g = local_tile(m, Shape<Int<128>, Int<kBK>>{}, make_coord(mn_tile, _, 0));
-  Tensor s = smem_tensor<128, true>(smem_base);
-  auto [tg, ts] = tma_partition(op.atom, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s), group_modes<0, 2>(g));
-  copy(op.atom, ts(_, stage), tg(_, kt));
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// Every bulk store of this thread has read its shared memory / has completed (written global memory).
-__device__ __forceinline__ void bulk_wait_reads() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_writes() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 // ---- cp.async: token rows gathered straight into a stage (gemm/gather.cuh) ---------------------------------
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
@@ -176,39 +150,21 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 // Producer side of one tile, run by all kProducerThreads threads (ptid): for each k-tile, wait for a free
 // stage; thread 0 expects `tma_bytes` and issues the TMA loads (`issue(kt, stage, bar)`); every thread then
 // copies its share of the gathered rows (`gather(kt, stage)`, cp.async) and arrives once that share has
-// landed and `finish(kt, stage)` (an in-place transform of its own chunks, or nothing) is done. The copies of
-// kGatherLag k-tiles stay in flight before the oldest is published. Once a stage is published, thread 0 may
-// store it elsewhere by TMA (`store.wanted(kt)`, `store.issue(kt, stage)`): it waits for the whole stage,
-// issues the store and waits until the store has read the stage. Either way thread 0 then adds its arrive to
-// the stage's empty barrier, so the stage is refilled only after the consumers and any store have read it.
-// False when a wait failed (the launch is aborting).
-struct NoStore {
-  __device__ bool wanted(int) const { return false; }
-  __device__ void issue(int, int) const {}
-};
+// landed and `finish(kt, stage)` (an in-place transform of its own chunks, or nothing) is done; then
+// `after(kt, stage)` may still read the published stage (the consumers only read it, and this thread
+// rewrites it only kStages k-tiles later). The copies of kGatherLag k-tiles stay in flight before the oldest
+// is published. False when a wait failed (the launch is aborting).
 constexpr int kGatherLag = 2;  // < kStages: the stage being published never waits for a later one
-template <bool kGathers, class Issue, class Gather, class Finish, class Store>
+template <bool kGathers, class Issue, class Gather, class Finish, class After>
 __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
                                              uint32_t tma_bytes, int task, int ptid, Issue&& issue,
-                                             Gather&& gather, Finish&& finish, Store&& store) {
+                                             Gather&& gather, Finish&& finish, After&& after) {
   PipeState pub = ps;  // the oldest stage not yet published
   int published = 0;
-  bool ok = true;
   auto publish_one = [&] {
     fence_proxy_async_shared();
     mbar_arrive(&s.full[pub.stage]);
-    if (ptid == 0) {
-      if (store.wanted(published)) {  // after every producer's rows (and the TMA bytes) are in the stage
-        if (mbar_wait(sc, &s.full[pub.stage], pub.phase, kStagePipelineFull, task, kCounterMbarFull, pub.stage)) {
-          store.issue(published, pub.stage);
-          bulk_commit();
-          bulk_wait_reads();
-        } else {
-          ok = false;
-        }
-      }
-      mbar_arrive(&s.empty[pub.stage]);
-    }
+    after(published, pub.stage);
     pub.advance();
     ++published;
   };
@@ -228,7 +184,7 @@ __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s,
         publish_one();
       }
     } else {
-      publish_one();
+      mbar_arrive(&s.full[ps.stage]);
     }
     ps.advance();
   }
@@ -239,14 +195,14 @@ __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s,
       publish_one();
     }
   }
-  return ok;
+  return true;
 }
 // A tile whose operands all come by TMA.
 template <class Issue>
 __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
                                              uint32_t tma_bytes, int task, int ptid, Issue&& issue) {
   return produce_tile<false>(sc, s, ps, k_tiles, tma_bytes, task, ptid, issue, [](int, int) {}, [](int, int) {},
-                             NoStore{});
+                             [](int, int) {});
 }
 
 // Consumer side of one tile's K loop: `mma_step(stage, kb)` issues the k16 step kb (0..3) of the stage;

@@ -179,7 +179,7 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
         return produce_tile<true>(
             sc, s, ps, k_tiles, OpMN256::kTileBytes, id, ptid, load_b,
             [&](int kt, int st) { KMajorRows::gather(dy_rows, a, st, t.m * kBM, kt * kBK, ptid); },
-            [&](int kt, int st) { KMajorRows::scale(dy_rows, a, st, t.m * kBM, kt * kBK, ptid); }, NoStore{});
+            [&](int kt, int st) { KMajorRows::scale(dy_rows, a, st, t.m * kBM, kt * kBK, ptid); }, [](int, int) {});
       if (!t.shared) {
         if (!wait_counter(sc, &p.c_dy[t.m], 1, kStageDgradH, id, kCounterDyDone, t.m)) return false;
         fence_proxy_async_global();
@@ -217,7 +217,7 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
             sc, s, ps, k_tiles, OpMN256::kTileBytes, id, ptid, load_b,
             [&](int kt, int st) { MnMajorRows<kBM>::gather(dy_rows, a, st, t.row0 + kt * kBK, t.m * kBM, ptid); },
             [&](int kt, int st) { MnMajorRows<kBM>::scale(dy_rows, a, st, t.row0 + kt * kBK, t.m * kBM, ptid); },
-            NoStore{});
+            [](int, int) {});
       if (!t.shared) {
         if (!wait_counter(sc, &p.c_dy_expert[t.e], expert_mtiles(p, t.e), kStageWgradDown, id, kCounterDyExpert, t.e))
           return false;

@@ -103,20 +103,13 @@ __device__ bool produce(const ForwardParams& p, GemmSmem& s, PipeState& ps, cons
     const int k_tiles = ceil_div(p.d.H, kBK);
     if (!sh && p.pull) {  // the tile's x rows straight from x
       const RowGather rows{p.x, p.d.H, p.d.H, p.sch.row_token, nullptr};
-      // One column tile per m-tile keeps the expert-major copy for the backward: a TMA store of each
-      // published stage (padding rows as the zeros they were filled with), off the consumers' path.
-      struct XCopy {
-        const TmaStoreK128& op;
-        bf16_t* a;
-        int m;
-        bool on;
-        __device__ bool wanted(int) const { return on; }
-        __device__ void issue(int kt, int st) const { tma_store(op, a, st, m, kt); }
-      };
+      const bool write_back = t.n == 0;  // one column tile per m-tile keeps the expert-major copy for the backward
       return produce_tile<true>(
           sc, s, ps, k_tiles, 2 * OpK128::kTileBytes, id, ptid, load_b,
           [&](int kt, int st) { KMajorRows::gather(rows, a, st, t.m * kBM, kt * kBK, ptid); }, [](int, int) {},
-          XCopy{p.tma_xp_store, a, t.m, t.n == 0});
+          [&](int kt, int st) {  // after publishing: off the consumers' path
+            if (write_back) KMajorRows::write_back(rows, a, st, p.xp, t.m * kBM, kt * kBK, ptid);
+          });
     }
     if (!sh) {
       if (!wait_counter(sc, &p.c_dispatched[t.m], 1, kStageGateUp, id, kCounterDispatched, t.m)) return false;

@@ -55,18 +55,6 @@ mk::TmaOperand<BMN, KMajor> make_operand(const uint16_t* ptr, int mn, int k, int
   return op;
 }
 
-// Row-major activations [rows, cols] as the destination of TMA stores of K-major 128-row stages.
-mk::TmaStoreK128 rows_store_k_major(uint16_t* p, int rows, int cols) {
-  using namespace cute;
-  mk::TmaStoreK128 op;
-  auto tensor = make_tensor(make_gmem_ptr(reinterpret_cast<mk::bf16_t*>(p)), make_shape(rows, cols, 1),
-                            make_stride(static_cast<int64_t>(cols), _1{}, static_cast<int64_t>(rows) * cols));
-  op.atom = make_tma_atom(SM90_TMA_STORE{}, tensor, mk::SmemLayout<128, true>{}(_, _, 0),
-                          Shape<Int<128>, Int<mk::kBK>>{});
-  op.mn = rows, op.k = cols, op.l = 1;
-  return op;
-}
-
 // Row-major activations [rows, cols]: as a K-major operand (MN = rows, K = cols) ...
 template <int BMN>
 mk::TmaOperand<BMN, true> rows_as_k_major(const uint16_t* p, int rows, int cols) {
@@ -267,7 +255,6 @@ struct MoeLayer::Impl {
     fp.c_down_total = fp.c_gateup + d.mtiles_cap + d.shared_mtiles();
     fp.c_tail = fp.c_down_total + 1;
     if (!opt.pull_forward) fp.tma_xp = rows_as_k_major<128>(xp, rows, H);
-    if (opt.pull_forward) fp.tma_xp_store = rows_store_k_major(xp, rows, H);
     fp.tma_wg = weight<128>(wg, E, I, H);
     fp.tma_wu = weight<128>(wu, E, I, H);
     fp.tma_h = rows_as_k_major<128>(h, rows, I);

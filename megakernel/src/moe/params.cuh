@@ -56,7 +56,6 @@ struct ForwardParams {
   int *c_dispatched = nullptr, *c_gateup = nullptr, *c_down_total = nullptr, *c_tail = nullptr;
   OpK128 tma_xp, tma_x, tma_wg, tma_wu, tma_wsg, tma_wsu, tma_h, tma_hs;
   OpK256 tma_wd, tma_wsd;
-  TmaStoreK128 tma_xp_store;  // pull: the expert-major x copy, written from the gathered stages
 };
 
 struct BackwardParams {

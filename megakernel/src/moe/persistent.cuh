@@ -34,7 +34,6 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
       // when any wait failed (each produce() returns: its waits are bounded).
       if (!producer_all(produce(ps, plan.decode(id), id))) break;
     }
-    if (threadIdx.x == 0) bulk_wait_writes();  // TMA stores (produce_tile's `store`) done before the CTA ends
     return;
   }
   cutlass::arch::warpgroup_reg_alloc<224>();

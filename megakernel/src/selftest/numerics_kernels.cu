@@ -44,46 +44,36 @@ __global__ void mma_step_fp8_kernel(const uint8_t* a, Fp8Kind ka, const uint8_t*
   if (i < n) out[i] = mma_step_fp8(a + i * 32, ka, sa[i], b + i * 32, kb, sb[i], c[i], model);
 }
 
-// Every float bit pattern, grid-stride: counts (integer atomics) the inputs where the epilogue's call-free
-// silu, sigmoid and silu_grad differ from numerics.h's.
+// Every float bit pattern, grid-stride: counts (integer atomics) the inputs where the two silus differ.
 template <int kNewtonSteps>
-__global__ void activation_check_kernel(unsigned long long* mismatches, unsigned int* first) {
+__global__ void silu_check_kernel(unsigned long long* mismatches, unsigned int* first) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-  unsigned long long bad[3] = {0, 0, 0};
+  unsigned long long bad = 0;
   for (uint64_t x = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; x < (1ull << 32); x += stride) {
     const float g = bits_f32(static_cast<uint32_t>(x));
-    const bool differ[3] = {f32_bits(mk::silu_without_call<kNewtonSteps>(g)) != f32_bits(calico_silu(g)),
-                            f32_bits(mk::sigmoid_without_call(g)) != f32_bits(calico_sigmoid(g)),
-                            f32_bits(mk::silu_grad_without_call(g)) != f32_bits(calico_silu_grad(g))};
-    for (int f = 0; f < 3; ++f)
-      if (differ[f]) {
-        ++bad[f];
-        atomicMin(&first[f], static_cast<unsigned int>(x));
-      }
+    if (f32_bits(mk::silu_without_call<kNewtonSteps>(g)) != f32_bits(calico_silu(g))) {
+      ++bad;
+      atomicMin(first, static_cast<unsigned int>(x));
+    }
   }
-  for (int f = 0; f < 3; ++f)
-    if (bad[f] != 0) atomicAdd(&mismatches[f], bad[f]);
+  if (bad != 0) atomicAdd(mismatches, bad);
 }
 
 }  // namespace
 
-ActivationCheck check_epilogue_activations(int newton_steps) {
-  require(newton_steps == 0 || newton_steps == 1, "check_epilogue_activations: newton_steps must be 0 or 1, got {}",
+SiluCheck check_silu_without_call(int newton_steps) {
+  require(newton_steps == 0 || newton_steps == 1, "check_silu_without_call: newton_steps must be 0 or 1, got {}",
           newton_steps);
-  DeviceBuffer<unsigned long long> d_bad(std::vector<unsigned long long>(3, 0));
-  DeviceBuffer<unsigned int> d_first(std::vector<unsigned int>(3, 0xFFFFFFFFu));
+  DeviceBuffer<unsigned long long> d_bad(std::vector<unsigned long long>{0});
+  DeviceBuffer<unsigned int> d_first(std::vector<unsigned int>{0xFFFFFFFFu});
   if (newton_steps == 0)
-    activation_check_kernel<0><<<4096, kThreads>>>(d_bad.get(), d_first.get());
+    silu_check_kernel<0><<<4096, kThreads>>>(d_bad.get(), d_first.get());
   else
-    activation_check_kernel<1><<<4096, kThreads>>>(d_bad.get(), d_first.get());
+    silu_check_kernel<1><<<4096, kThreads>>>(d_bad.get(), d_first.get());
   CALICO_CUDA_CHECK_LAUNCH();
-  const std::vector<unsigned long long> bad = d_bad.download();
-  const std::vector<unsigned int> first = d_first.download();
-  ActivationCheck r;
-  for (int f = 0; f < 3; ++f) {
-    r.mismatches[f] = bad[f];
-    r.first_input[f] = bad[f] == 0 ? 0 : first[f];
-  }
+  SiluCheck r;
+  r.mismatches = d_bad.download()[0];
+  r.first_input = r.mismatches == 0 ? 0 : d_first.download()[0];
   return r;
 }
 
