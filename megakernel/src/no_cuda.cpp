@@ -27,8 +27,6 @@ std::vector<float> mma_step_fp8_on_device(const std::vector<uint8_t>&, Fp8Kind, 
   no_cuda("mma_step_fp8_on_device");
 }
 
-SiluCheck check_silu_without_call(int) { no_cuda("check_silu_without_call"); }
-
 void MoeOptions::validate() const {}
 void validate_megakernel_layer(const LayerSpec&, int64_t) { no_cuda("the megakernel"); }
 struct MoeLayer::Impl {};

@@ -53,15 +53,6 @@ enum class NumericsOp : int {
 const char* numerics_op_name(NumericsOp op);
 std::vector<uint32_t> numerics_on_device(NumericsOp op, const std::vector<uint32_t>& in);
 
-// The forward epilogue's call-free silu (silu_without_call in megakernel/src/gemm/epilogue.cuh) against
-// calico_silu, both on the device, over all 2^32 float bit patterns: how many results differ and the first
-// input that does (0 if none). newton_steps: 1 is the epilogue's; 0 is too few (the test's negative control).
-struct SiluCheck {
-  uint64_t mismatches = 0;
-  uint32_t first_input = 0;
-};
-SiluCheck check_silu_without_call(int newton_steps);
-
 // mx_quantize_block on blocks of `block_size` (1..32) consecutive floats; per block 33 bytes come back:
 // the 32 element bytes (unused ones 0) and the E8M0 scale.
 std::vector<uint8_t> mx_quantize_on_device(const std::vector<float>& x, int block_size, Fp8Kind kind,

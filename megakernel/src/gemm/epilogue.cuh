@@ -23,35 +23,10 @@ struct Clamp {
 struct SwigluOut {
   uint16_t g, u, h;
 };
-// calico_silu(g) = g / (1 + exp(-g)) without CUDA's division subroutine. The division's rare slow path is a
-// call, and 32 call sites in the unrolled SwiGLU epilogue keep the compiler from overlapping one element's
-// exp and division with the next one's. The same bits as calico_silu for every float input
-// (tests/megakernel/test_numerics_gpu.cpp checks all 2^32 on the device). d = 1 + exp(-g) is 1 (q = g),
-// +inf (q = g * 0), NaN, 2 for |g| < 2^-100 (q = g * 0.5, exact like the division), or in (1, 2^128); there
-// q is the division's own fast path (reciprocal, one Newton step, quotient, FMA residual, correction), with
-// both operands scaled by 2^-64 when d >= 2^64 so that the reciprocal and the residual stay normal (a
-// scaling by a power of two does not change the quotient). kNewtonSteps = 0 is the test's negative control.
-template <int kNewtonSteps = 1>
-__device__ __forceinline__ float silu_without_call(float g) {
-  const float d = __fadd_rn(1.0f, calico_exp(-g));
-  const bool big = d >= 18446744073709551616.0f;  // 2^64
-  const float a = big ? __fmul_rn(g, 5.42101086242752217e-20f) : g;  // * 2^-64
-  const float b = big ? __fmul_rn(d, 5.42101086242752217e-20f) : d;
-  float r;
-  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(b));
-  for (int i = 0; i < kNewtonSteps; ++i) r = __fmaf_rn(r, __fmaf_rn(-b, r, 1.0f), r);
-  float q = __fmul_rn(a, r);
-  q = __fmaf_rn(r, __fmaf_rn(-b, q, a), q);
-  if (fabsf(g) < 7.88860905221011805e-31f) q = __fmul_rn(g, 0.5f);  // 2^-100: d == 2
-  if (d == 1.0f) q = g;
-  if (isinf(d)) q = __fmul_rn(g, 0.0f);
-  return canonical_nan(q);
-}
-
 __device__ __forceinline__ SwigluOut swiglu_forward(float acc_g, float acc_u, const Clamp& c) {
   const uint16_t g = f32_to_bf16(acc_g), u = f32_to_bf16(acc_u);
   const float gc = c.gate(bf16_to_f32(g)), uc = c.up(bf16_to_f32(u));
-  return {g, u, f32_to_bf16(__fmul_rn(silu_without_call(gc), uc))};
+  return {g, u, f32_to_bf16(__fmul_rn(calico_silu(gc), uc))};
 }
 
 // Backward: d_h (fp32 GEMM result, rounded to bf16 first), saved bf16 g, u -> bf16 d_g, d_u.

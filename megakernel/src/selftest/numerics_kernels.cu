@@ -6,7 +6,6 @@
 #include "calico/megakernel.h"
 #include "calico/numerics.h"
 #include "device_buffer.cuh"
-#include "gemm/epilogue.cuh"
 #include "selftest/numerics_ops.h"
 
 namespace calico::gpu {
@@ -44,38 +43,7 @@ __global__ void mma_step_fp8_kernel(const uint8_t* a, Fp8Kind ka, const uint8_t*
   if (i < n) out[i] = mma_step_fp8(a + i * 32, ka, sa[i], b + i * 32, kb, sb[i], c[i], model);
 }
 
-// Every float bit pattern, grid-stride: counts (integer atomics) the inputs where the two silus differ.
-template <int kNewtonSteps>
-__global__ void silu_check_kernel(unsigned long long* mismatches, unsigned int* first) {
-  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-  unsigned long long bad = 0;
-  for (uint64_t x = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; x < (1ull << 32); x += stride) {
-    const float g = bits_f32(static_cast<uint32_t>(x));
-    if (f32_bits(mk::silu_without_call<kNewtonSteps>(g)) != f32_bits(calico_silu(g))) {
-      ++bad;
-      atomicMin(first, static_cast<unsigned int>(x));
-    }
-  }
-  if (bad != 0) atomicAdd(mismatches, bad);
-}
-
 }  // namespace
-
-SiluCheck check_silu_without_call(int newton_steps) {
-  require(newton_steps == 0 || newton_steps == 1, "check_silu_without_call: newton_steps must be 0 or 1, got {}",
-          newton_steps);
-  DeviceBuffer<unsigned long long> d_bad(std::vector<unsigned long long>{0});
-  DeviceBuffer<unsigned int> d_first(std::vector<unsigned int>{0xFFFFFFFFu});
-  if (newton_steps == 0)
-    silu_check_kernel<0><<<4096, kThreads>>>(d_bad.get(), d_first.get());
-  else
-    silu_check_kernel<1><<<4096, kThreads>>>(d_bad.get(), d_first.get());
-  CALICO_CUDA_CHECK_LAUNCH();
-  SiluCheck r;
-  r.mismatches = d_bad.download()[0];
-  r.first_input = r.mismatches == 0 ? 0 : d_first.download()[0];
-  return r;
-}
 
 const char* numerics_op_name(NumericsOp op) {
   static const char* const names[] = {
