@@ -138,81 +138,78 @@ __device__ bool produce(const ForwardParams& p, GemmSmem& s, PipeState& ps, cons
 // ---- consumers (two warpgroups) -------------------------------------------------------------------------
 // The gate/up tile is ONE 128 x 256 GEMM: B rows 0..127 of each stage hold 128 gate rows, rows 128..255 the
 // 128 up rows with the same column index j (produce() loads them as two 128-row halves of the stage).
-__device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& ps, const FwdTask& t, int id, int ctid) {
+// One 128 x 256 tile of the forward (both operands K-major): the K loop over k_tiles k-tiles, then
+// epilogue(acc, coord) with coord the (row, column) of each accumulator element. False if a wait failed.
+template <class Epilogue>
+__device__ __forceinline__ bool wide_tile(const ForwardParams& p, GemmSmem& s, PipeState& ps, int id, int ctid,
+                                          int k_tiles, Epilogue&& epilogue) {
   MmaDown mma;
   auto thr = mma.get_thread_slice(ctid);
   Tensor tA = thr.make_fragment_A(thr.partition_A(smem_tensor<128, true>(&s.a[0][0])));
   Tensor tB = thr.make_fragment_B(thr.partition_B(smem_tensor<256, true>(&s.b[0][0])));
   Tensor acc = partition_fragment_C(mma, Shape<Int<kBM>, Int<kWideN>>{});
   clear(acc);
-  const int k_tiles = ceil_div(p.d.H, kBK);
   const bool ok = consume_tile(
       p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
       [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
   if (!ok) return false;
-  long long lap = clock64();
-  const bool sh = is_shared(t);
-  const int I = sh ? p.d.Is : p.d.I;
-  uint16_t* G = sh ? p.gs : p.g;
-  uint16_t* U = sh ? p.us : p.u;
-  uint16_t* Hh = sh ? p.hs : p.h;
-  const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
-  Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{}));
-  // NOTE: in the m64n256 accumulator fragment, element i + size/2 is column n + 128 of element i (the column
-  // block index is the slowest mode), so each thread holds the gate and the up value of the same (m, j).
-  constexpr int kHalf = decltype(size(acc))::value / 2;
-  CUTE_UNROLL
-  for (int i = 0; i < kHalf; i += 2) {
-    // NOTE: values first, then predicated stores: no divergent branch between the wgmma of consecutive tiles.
-    const int m = get<0>(coord(i)), j = t.n * kGateUpN + get<1>(coord(i));
-    if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
-    const bool real = m < t.rows, store = j < I && (real || !sh);  // routed padding rows get exact zeros
-    const SwigluOut o0 = swiglu_forward(acc(i), acc(i + kHalf), clamp);
-    const SwigluOut o1 = swiglu_forward(acc(i + 1), acc(i + 1 + kHalf), clamp);
-    const int64_t at = store ? static_cast<int64_t>(t.m * kBM + m) * I + j : 0;
-    if (store) {
-      store_bf16x2(G + at, real ? o0.g : 0, real ? o1.g : 0);
-      store_bf16x2(U + at, real ? o0.u : 0, real ? o1.u : 0);
-      store_bf16x2(Hh + at, real ? o0.h : 0, real ? o1.h : 0);
-    }
-  }
-  profile_lap(p.sync, kProfEpiGateUp, lap, ctid);
-  lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
-  fence_proxy_async_global();  // h is read by TMA in the down tiles
-  consumer_barrier();
-  if (ctid == 0 && id != p.skip_signal_task) signal_add(gateup_counter(p, t), 1);
-  profile_lap(p.sync, kProfSignal, lap, ctid);
+  epilogue(acc, thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{})));
   return true;
 }
 
+__device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& ps, const FwdTask& t, int id, int ctid) {
+  return wide_tile(p, s, ps, id, ctid, ceil_div(p.d.H, kBK), [&](auto& acc, const auto& coord) {
+    long long lap = clock64();
+    const bool sh = is_shared(t);
+    const int I = sh ? p.d.Is : p.d.I;
+    uint16_t* G = sh ? p.gs : p.g;
+    uint16_t* U = sh ? p.us : p.u;
+    uint16_t* Hh = sh ? p.hs : p.h;
+    const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
+    // NOTE: in the m64n256 accumulator fragment, element i + size/2 is column n + 128 of element i (the column
+    // block index is the slowest mode), so each thread holds the gate and the up value of the same (m, j).
+    constexpr int kHalf = std::remove_reference_t<decltype(size(acc))>::value / 2;
+    CUTE_UNROLL
+    for (int i = 0; i < kHalf; i += 2) {
+      // NOTE: values first, then predicated stores: no divergent branch between the wgmma of consecutive tiles.
+      const int m = get<0>(coord(i)), j = t.n * kGateUpN + get<1>(coord(i));
+      if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
+      const bool real = m < t.rows, store = j < I && (real || !sh);  // routed padding rows get exact zeros
+      const SwigluOut o0 = swiglu_forward(acc(i), acc(i + kHalf), clamp);
+      const SwigluOut o1 = swiglu_forward(acc(i + 1), acc(i + 1 + kHalf), clamp);
+      const int64_t at = store ? static_cast<int64_t>(t.m * kBM + m) * I + j : 0;
+      if (store) {
+        store_bf16x2(G + at, real ? o0.g : 0, real ? o1.g : 0);
+        store_bf16x2(U + at, real ? o0.u : 0, real ? o1.u : 0);
+        store_bf16x2(Hh + at, real ? o0.h : 0, real ? o1.h : 0);
+      }
+    }
+    profile_lap(p.sync, kProfEpiGateUp, lap, ctid);
+    lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
+    fence_proxy_async_global();  // h is read by TMA in the down tiles
+    consumer_barrier();
+    if (ctid == 0 && id != p.skip_signal_task) signal_add(gateup_counter(p, t), 1);
+    profile_lap(p.sync, kProfSignal, lap, ctid);
+  });
+}
+
 __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps, const FwdTask& t, int id, int ctid) {
-  MmaDown mma;
-  auto thr = mma.get_thread_slice(ctid);
-  Tensor tA = thr.make_fragment_A(thr.partition_A(smem_tensor<128, true>(&s.a[0][0])));
-  Tensor tB = thr.make_fragment_B(thr.partition_B(smem_tensor<256, true>(&s.b[0][0])));
-  Tensor acc = partition_fragment_C(mma, Shape<Int<kBM>, Int<kWideN>>{});
-  clear(acc);
   const bool sh = is_shared(t);
-  const int k_tiles = ceil_div(sh ? p.d.Is : p.d.I, kBK);
-  const bool ok = consume_tile(
-      p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
-      [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
-  if (!ok) return false;
-  long long lap = clock64();
-  const int H = p.d.H;
-  uint16_t* Y = sh ? p.ys : p.y;
-  Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{}));
-  CUTE_UNROLL
-  for (int i = 0; i < size(acc); i += 2) {
-    const int m = get<0>(coord(i)), c = t.n * kWideN + get<1>(coord(i));
-    const uint16_t y0 = f32_to_bf16(acc(i)), y1 = f32_to_bf16(acc(i + 1));
-    if (c < H && m < t.rows) store_bf16x2(Y + static_cast<int64_t>(t.m * kBM + m) * H + c, y0, y1);
-  }
-  lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
-  consumer_barrier();
-  if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_down_total, 1);
-  profile_lap(p.sync, kProfSignal, lap, ctid);
-  return true;
+  return wide_tile(p, s, ps, id, ctid, ceil_div(sh ? p.d.Is : p.d.I, kBK), [&](auto& acc, const auto& coord) {
+    long long lap = clock64();
+    const int H = p.d.H;
+    uint16_t* Y = sh ? p.ys : p.y;
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); i += 2) {
+      const int m = get<0>(coord(i)), c = t.n * kWideN + get<1>(coord(i));
+      const uint16_t y0 = f32_to_bf16(acc(i)), y1 = f32_to_bf16(acc(i + 1));
+      if (c < H && m < t.rows) store_bf16x2(Y + static_cast<int64_t>(t.m * kBM + m) * H + c, y0, y1);
+    }
+    lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
+    consumer_barrier();
+    if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_down_total, 1);
+    profile_lap(p.sync, kProfSignal, lap, ctid);
+  });
 }
 
 // ---- the combine tail, shared by every CTA once its own queue is done ------------------------------------
