@@ -31,8 +31,8 @@
 // The AVX2 path differs only in the last rounding (no int32 -> float {rz} conversion). Its fast step sums the
 // accumulator's term and the products' in int32 modulo 2^32 and declines a step with |sum| >= 2^31 - 2^26
 // (every wrapped sum lands there) and converts it with MXCSR set to round toward zero around the kernel's
-// loops (KernelRounding; all their other floating-point operations are exact in any mode). Its exact step adds the two int32 parts exactly in double
-// (|sum| < 2^32), clears the low 29 of the 52 fraction bits (in sign-magnitude that is truncation to 24
+// loops (KernelRounding; all their other floating-point operations are exact in any mode). Its exact step
+// adds the two int32 parts exactly in double (|sum| < 2^32), clears the low 29 of the 52 fraction bits (in sign-magnitude that is truncation to 24
 // significant bits, i.e. round-toward-zero) and converts to float, which is then exact.
 // Threads split output tiles only; each element's chain runs in one thread in K order, so the bits do not
 // depend on the thread count. model_gemm_bf16_batch runs many GEMMs (the experts of a rank) as one parallel
