@@ -33,12 +33,13 @@ std::vector<GemmKernel> kernels() {
 // Every vector kernel of this build equals the scalar specification, bit for bit, on C0 + A * B^T
 // (row-major A [M, K], B [N, K]); `where` names the case in a failure.
 void expect_kernels_match_scalar(int64_t M, int64_t N, int64_t K, const std::vector<uint16_t>& A,
-                                 const std::vector<uint16_t>& B, const std::vector<float>& C0, const std::string& where) {
+                                 const std::vector<uint16_t>& B, const std::vector<float>& C0, const std::string& where,
+                                 MmaModel model = MmaModel::hopper_bf16) {
   std::vector<float> want = C0;
-  model_gemm_bf16_scalar(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
+  model_gemm_bf16_scalar(model, M, N, K, A.data(), K, B.data(), K, want.data(), N);
   for (GemmKernel kernel : kernels()) {
     std::vector<float> got = C0;
-    model_gemm_bf16(MmaModel::hopper_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
+    model_gemm_bf16(model, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
     for (int64_t i = 0; i < M * N; ++i)
       ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << where << " element " << i << " kernel " << to_string(kernel);
   }
@@ -409,14 +410,7 @@ TEST(ModelGemm, BlackwellBf16SameChain) {
   std::vector<uint16_t> A(M * K), B(N * K);
   for (auto& v : A) v = draw(Mix::wide, rng);
   for (auto& v : B) v = draw(Mix::typical, rng);
-  std::vector<float> want(M * N, 0.5f);
-  model_gemm_bf16_scalar(MmaModel::blackwell_bf16, M, N, K, A.data(), K, B.data(), K, want.data(), N);
-  for (GemmKernel kernel : kernels()) {
-    std::vector<float> got(M * N, 0.5f);
-    model_gemm_bf16(MmaModel::blackwell_bf16, M, N, K, A.data(), K, B.data(), K, got.data(), N, kernel);
-    for (int64_t i = 0; i < M * N; ++i)
-      ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << "element " << i << " " << to_string(kernel);
-  }
+  expect_kernels_match_scalar(M, N, K, A, B, std::vector<float>(M * N, 0.5f), "blackwell", MmaModel::blackwell_bf16);
 }
 
 TEST(ModelGemm, KernelsOfThisBuild) {
