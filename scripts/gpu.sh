@@ -6,7 +6,7 @@
 # and the tensor-core probe for every Hopper instruction. Logs and JSON go to $OUT (default ./gpu-out).
 # CUTLASS/CuTe headers: the device reaches no registry, so the nvidia-cutlass wheel travels in .whl/ (see
 # scripts/install-deps.sh) and is unpacked here.
-# Usage: [MK_TESTS=0] [BENCH=0] [PROFILE=1] [PROBES=0] [SANITIZE=0] [GOLDEN=0] [GATE=0] [REF_SCALING=1]
+# Usage: [MK_TESTS=0] [MK_TIMEOUT=400] [BENCH=0] [PROFILE=1] [PROBES=0] [SANITIZE=0] [GOLDEN=0] [GATE=0] [REF_SCALING=1]
 #        bash scripts/gpu.sh [CASES]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +48,7 @@ tail -5 "$OUT/tests.log" | tee -a "$OUT/gpu.log"
 ./build-gpu/tests/megakernel/test_probe_tcgen05 >> "$OUT/tests.log" 2>&1 || status=1  # on Hopper: clear refusal
 if [ "${MK_TESTS:-1}" = 1 ]; then  # the reference on 16 threads: the full-size comparisons take seconds, not minutes
   log "megakernel vs reference"
-  OMP_NUM_THREADS="$JOBS" timeout 400 ./build-gpu/tests/megakernel/test_megakernel_gpu ${MK_FILTER:+--gtest_filter=$MK_FILTER} \
+  OMP_NUM_THREADS="$JOBS" timeout "${MK_TIMEOUT:-400}" ./build-gpu/tests/megakernel/test_megakernel_gpu ${MK_FILTER:+--gtest_filter=$MK_FILTER} \
     >> "$OUT/tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED) |OK \]|FAILED \]" "$OUT/tests.log" | tail -12 | tee -a "$OUT/gpu.log"
 fi

@@ -1,6 +1,7 @@
 // The backward megakernel: ONE persistent launch does the d_y dispatch (bf16(w_k * d_out) rows in the
-// canonical expert-major order: by communication CTAs with push, gathered and scaled in the d_h and dW_down
-// tiles' stages with pull), d_router_weights, the dgrad GEMMs (d_h with the SwiGLU backward in its
+// canonical expert-major order: by communication CTAs with push; with pull, gathered and scaled in the d_h
+// tiles' stages, the tiles of column 0 writing them to the expert-major d_y the dW_down tiles read by TMA),
+// d_router_weights, the dgrad GEMMs (d_h with the SwiGLU backward in its
 // epilogue, then d_x_k over the concatenated [d_g | d_u]), the weight-gradient GEMMs into the fp32
 // accumulators, and the d_x combine; the shared expert alongside when I_s > 0. Roles, counters and the
 // task walk are those of forward.cu.
@@ -175,11 +176,24 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
       const OpMN256& B = t.shared ? p.tma_wsd_t : p.tma_wd_t;
       auto load_b = [&](int kt, int st, uint64_t* bar) { tma_load(B, bar, b, st, t.n, kt, l); };
       const int k_tiles = ceil_div(d.H, kBK);
-      if (pull_dy)
-        return produce_tile<true>(
+      if (pull_dy) {
+        // The tiles of column 0 also write their scaled rows to the expert-major d_y the dW_down tiles read
+        // by TMA (as the pull forward's gate/up tiles write x), and count the m-tile in c_dy_expert.
+        const bool write_back = t.n == 0;
+        const bool ok = produce_tile<true>(
             sc, s, ps, k_tiles, OpMN256::kTileBytes, id, ptid, load_b,
             [&](int kt, int st) { KMajorRows::gather(dy_rows, a, st, t.m * kBM, kt * kBK, ptid); },
-            [&](int kt, int st) { KMajorRows::scale(dy_rows, a, st, t.m * kBM, kt * kBK, ptid); }, [](int, int) {});
+            [&](int kt, int st) { KMajorRows::scale(dy_rows, a, st, t.m * kBM, kt * kBK, ptid); },
+            [&](int kt, int st) {  // after publishing: off the consumers' path
+              if (write_back) KMajorRows::write_back(dy_rows, a, st, p.dy, t.m * kBM, kt * kBK, ptid);
+            });
+        if (!write_back) return ok;
+        fence_proxy_async_global();  // the rows are read by TMA in the dW_down tiles
+        // NOTE: the vote is also the barrier that orders every thread's rows before thread 0's release.
+        const bool all = producer_all(ok);
+        if (all && ptid == 0) signal_add(&p.c_dy_expert[t.e], 1);
+        return all;
+      }
       if (!t.shared) {
         if (!wait_counter(sc, &p.c_dy[t.m], 1, kStageDgradH, id, kCounterDyDone, t.m)) return false;
         fence_proxy_async_global();
@@ -212,12 +226,7 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
       const OpMN256& B = t.shared ? p.tma_hs_mn : p.tma_h_mn;
       const int k0 = t.row0 / kBK, k_tiles = ceil_div(chain_steps(t), kBK / 16);
       auto load_b = [&](int kt, int st, uint64_t* bar) { tma_load(B, bar, b, st, t.n, k0 + kt, 0); };
-      if (pull_dy)  // A = d_y with the token rows as K: MN = the 128 columns of H at t.m
-        return produce_tile<true>(
-            sc, s, ps, k_tiles, OpMN256::kTileBytes, id, ptid, load_b,
-            [&](int kt, int st) { MnMajorRows<kBM>::gather(dy_rows, a, st, t.row0 + kt * kBK, t.m * kBM, ptid); },
-            [&](int kt, int st) { MnMajorRows<kBM>::scale(dy_rows, a, st, t.row0 + kt * kBK, t.m * kBM, ptid); },
-            [](int, int) {});
+      // A: the expert-major d_y rows (push: the communication CTAs; pull: the d_h tiles of column 0)
       if (!t.shared) {
         if (!wait_counter(sc, &p.c_dy_expert[t.e], expert_mtiles(p, t.e), kStageWgradDown, id, kCounterDyExpert, t.e))
           return false;

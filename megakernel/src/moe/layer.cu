@@ -205,7 +205,7 @@ struct MoeLayer::Impl {
     // xp: the expert-major x rows, read by dW_gate/dW_up (push: dispatched; pull: written back by the gate/up
     // tiles of column 0 from their gathered stages). dy: push only (pull gathers the rows in the GEMM tiles).
     xp = bf16(rows * H);
-    dy = opt.pull_backward ? nullptr : bf16(rows * H);
+    dy = bf16(rows * H);  // pull: written by the d_h tiles of column 0 (moe/backward.cu)
     g = bf16(rows * I), u = bf16(rows * I), h = bf16(rows * I), y = bf16(rows * H);
     out = bf16(T * H);
     dg = bf16(rows * I), du = bf16(rows * I), dx = bf16(rows * H), d_x = bf16(T * H);
@@ -283,10 +283,8 @@ struct MoeLayer::Impl {
     bp.c_dh_expert = bp.c_dh + d.mtiles_cap + d.shared_mtiles();
     bp.c_dx_total = bp.c_dh_expert + E + 1;
     bp.c_tail = bp.c_dx_total + 1;
-    if (!opt.pull_backward) {
-      bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
-      bp.tma_dy_mn = rows_as_k<128>(dy, rows, H);
-    }
+    if (!opt.pull_backward) bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
+    bp.tma_dy_mn = rows_as_k<128>(dy, rows, H);
     bp.tma_xp_mn = rows_as_k<256>(xp, rows, H);
     bp.tma_dg = rows_as_k_major<128>(dg, rows, I);
     bp.tma_du = rows_as_k_major<128>(du, rows, I);
