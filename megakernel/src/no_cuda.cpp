@@ -27,6 +27,8 @@ std::vector<float> mma_step_fp8_on_device(const std::vector<uint8_t>&, Fp8Kind, 
   no_cuda("mma_step_fp8_on_device");
 }
 
+ConversionCheck check_bf16x2_conversion(bool) { no_cuda("check_bf16x2_conversion"); }
+
 void MoeOptions::validate() const {}
 void validate_megakernel_layer(const LayerSpec&, int64_t) { no_cuda("the megakernel"); }
 struct MoeLayer::Impl {};

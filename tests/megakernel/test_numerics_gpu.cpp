@@ -95,6 +95,15 @@ TEST_F(NumericsGpu, ExpAndSilu) {
     expect_same(op, in);
 }
 
+// The epilogues' one-instruction bf16x2 conversion equals numerics.h's f32_to_bf16 for every float in both
+// halves (checked on the device over all 2^32 patterns); the round-toward-zero form must not (the check can fail).
+TEST_F(NumericsGpu, EpilogueBf16x2ConversionEqualsNumericsForEveryFloat) {
+  const gpu::ConversionCheck rn = gpu::check_bf16x2_conversion(false);
+  EXPECT_EQ(rn.mismatches, 0u) << fmt::format("first differing input 0x{:08X}", rn.first_input);
+  const gpu::ConversionCheck rz = gpu::check_bf16x2_conversion(true);
+  EXPECT_GT(rz.mismatches, 0u) << "negative control: round toward zero should differ from round to nearest even";
+}
+
 TEST_F(NumericsGpu, BitHelpersAndMxScales) {
   std::vector<uint32_t> finite_nonzero, positive;
   for (uint32_t x : f32_inputs(1 << 18)) {

@@ -53,6 +53,16 @@ enum class NumericsOp : int {
 const char* numerics_op_name(NumericsOp op);
 std::vector<uint32_t> numerics_on_device(NumericsOp op, const std::vector<uint32_t>& in);
 
+// The epilogues' one-instruction bf16x2 conversion (megakernel/src/gemm/epilogue.cuh) against numerics.h's
+// f32_to_bf16, both on the device, over all 2^32 float bit patterns in the low half (with the complemented
+// pattern in the high half, so both halves see every input): how many conversions differ and the first input
+// that does (0 if none). toward_zero: the round-toward-zero instruction, the test's negative control.
+struct ConversionCheck {
+  uint64_t mismatches = 0;
+  uint32_t first_input = 0;
+};
+ConversionCheck check_bf16x2_conversion(bool toward_zero);
+
 // mx_quantize_block on blocks of `block_size` (1..32) consecutive floats; per block 33 bytes come back:
 // the 32 element bytes (unused ones 0) and the E8M0 scale.
 std::vector<uint8_t> mx_quantize_on_device(const std::vector<float>& x, int block_size, Fp8Kind kind,

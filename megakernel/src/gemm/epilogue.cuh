@@ -8,6 +8,23 @@
 
 namespace calico::gpu::mk {
 
+// f32_to_bf16 (calico/numerics.h) of two values in ONE instruction, cvt.rn.bf16x2.f32: round to nearest even,
+// overflow to inf, every NaN to 0x7FFF, subnormals kept; lo in bits 0..15. The same bits as numerics.h for
+// every float: test_numerics_gpu checks all 2^32 inputs in both halves on the device (and that the
+// round-toward-zero form, the negative control, differs). numerics.h's version takes ~5 instructions per value,
+// and the epilogues and the d_y scale are instruction bound.
+template <bool kTowardZero = false>  // true: the test's negative control only
+__device__ __forceinline__ uint32_t bf16x2_from_f32(float lo, float hi) {
+  uint32_t r;
+  if constexpr (kTowardZero)
+    asm("cvt.rz.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ float bf16x2_lo(uint32_t w) { return bf16_to_f32(static_cast<uint16_t>(w & 0xFFFFu)); }
+__device__ __forceinline__ float bf16x2_hi(uint32_t w) { return bf16_to_f32(static_cast<uint16_t>(w >> 16)); }
+
 struct Clamp {
   int on = 0;
   float limit = 0.0f;
@@ -29,6 +46,18 @@ __device__ __forceinline__ SwigluOut swiglu_forward(float acc_g, float acc_u, co
   return {g, u, f32_to_bf16(__fmul_rn(calico_silu(gc), uc))};
 }
 
+// The same for two adjacent columns, as bf16x2 words (lo: the first column).
+struct SwigluOut2 {
+  uint32_t g, u, h;
+};
+__device__ __forceinline__ SwigluOut2 swiglu_forward2(float acc_g0, float acc_g1, float acc_u0, float acc_u1,
+                                                      const Clamp& c) {
+  const uint32_t g = bf16x2_from_f32(acc_g0, acc_g1), u = bf16x2_from_f32(acc_u0, acc_u1);
+  const float h0 = __fmul_rn(calico_silu(c.gate(bf16x2_lo(g))), c.up(bf16x2_lo(u)));
+  const float h1 = __fmul_rn(calico_silu(c.gate(bf16x2_hi(g))), c.up(bf16x2_hi(u)));
+  return {g, u, bf16x2_from_f32(h0, h1)};
+}
+
 // Backward: d_h (fp32 GEMM result, rounded to bf16 first), saved bf16 g, u -> bf16 d_g, d_u.
 struct SwigluGrad {
   uint16_t dg, du;
@@ -43,6 +72,28 @@ __device__ __forceinline__ SwigluGrad swiglu_backward(float acc_dh, uint16_t g_s
   r.du = u_cut ? uint16_t(0) : f32_to_bf16(__fmul_rn(dh, calico_silu(g)));
   return r;
 }
+
+// The same for two adjacent columns: d_h values, saved g and u as bf16x2 words -> d_g, d_u words.
+struct SwigluGrad2 {
+  uint32_t dg, du;
+};
+__device__ __forceinline__ SwigluGrad2 swiglu_backward2(float acc_dh0, float acc_dh1, uint32_t g_saved,
+                                                        uint32_t u_saved, const Clamp& c) {
+  const uint32_t dh2 = bf16x2_from_f32(acc_dh0, acc_dh1);
+  float dg[2], du[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float graw = h ? bf16x2_hi(g_saved) : bf16x2_lo(g_saved), uraw = h ? bf16x2_hi(u_saved) : bf16x2_lo(u_saved);
+    const float g = c.gate(graw), u = c.up(uraw), dh = h ? bf16x2_hi(dh2) : bf16x2_lo(dh2);
+    const bool g_cut = c.on && graw > c.limit, u_cut = c.on && (uraw > c.limit || uraw < -c.limit);
+    // NOTE: a cut value becomes +0 after the conversion (the conversion of +0 is +0)
+    dg[h] = g_cut ? 0.0f : __fmul_rn(__fmul_rn(dh, u), calico_silu_grad(g));
+    du[h] = u_cut ? 0.0f : __fmul_rn(dh, calico_silu(g));
+  }
+  return {bf16x2_from_f32(dg[0], dg[1]), bf16x2_from_f32(du[0], du[1])};
+}
+
+__device__ __forceinline__ void store_u32(uint16_t* p, uint32_t w) { *reinterpret_cast<uint32_t*>(p) = w; }
 
 __device__ __forceinline__ void store_bf16x2(uint16_t* p, uint16_t a, uint16_t b) {
   *reinterpret_cast<uint32_t*>(p) = static_cast<uint32_t>(a) | (static_cast<uint32_t>(b) << 16);

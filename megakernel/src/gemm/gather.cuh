@@ -11,6 +11,7 @@
 #pragma once
 
 #include "calico/numerics.h"
+#include "gemm/epilogue.cuh"
 #include "gemm/sm90_tile.cuh"
 
 namespace calico::gpu::mk {
@@ -30,9 +31,7 @@ __device__ __forceinline__ void scale_chunk(bf16_t* chunk, float w) {
   uint32_t* words = reinterpret_cast<uint32_t*>(&v);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const uint16_t lo = f32_to_bf16(__fmul_rn(w, bf16_to_f32(static_cast<uint16_t>(words[j] & 0xFFFFu))));
-    const uint16_t hi = f32_to_bf16(__fmul_rn(w, bf16_to_f32(static_cast<uint16_t>(words[j] >> 16))));
-    words[j] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+    words[j] = bf16x2_from_f32(__fmul_rn(w, bf16x2_lo(words[j])), __fmul_rn(w, bf16x2_hi(words[j])));
   }
   *reinterpret_cast<uint4*>(chunk) = v;
 }

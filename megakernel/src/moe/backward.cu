@@ -97,9 +97,12 @@ struct BwdPlan {
       default: t.kind = kWUp; break;
     }
     if (t.kind == kDh || t.kind == kDx) {
+      // NOTE: d_h tiles walk column-major (every m-tile's column 0 first): with pull, the tiles of column 0
+      // gather d_y and write it expert-major, and the later columns read it by TMA, long since written.
       const int n_per_m = t.kind == kDh ? (t.shared ? ndhs : ndh) : nd;
-      t.m = j / n_per_m;
-      t.n = j % n_per_m;
+      const int m_tiles = t.shared ? mts : mt;
+      t.m = t.kind == kDh ? j % m_tiles : j / n_per_m;
+      t.n = t.kind == kDh ? j / m_tiles : j % n_per_m;
       if (t.shared) {
         t.e = -1;
         t.rows = min(kBM, p.d.T - t.m * kBM);
@@ -176,22 +179,24 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
       const OpMN256& B = t.shared ? p.tma_wsd_t : p.tma_wd_t;
       auto load_b = [&](int kt, int st, uint64_t* bar) { tma_load(B, bar, b, st, t.n, kt, l); };
       const int k_tiles = ceil_div(d.H, kBK);
-      if (pull_dy) {
-        // The tiles of column 0 also write their scaled rows to the expert-major d_y the dW_down tiles read
-        // by TMA (as the pull forward's gate/up tiles write x), and count the m-tile in c_dy_expert.
-        const bool write_back = t.n == 0;
+      if (pull_dy && t.n == 0) {
+        // Pull: the tiles of column 0 gather and scale their d_y rows, write them to the expert-major d_y
+        // (as the pull forward's gate/up tiles write x) and release c_dy[m] (the later columns' TMA reads)
+        // and c_dy_expert (the dW_down tiles').
         const bool ok = produce_tile<true>(
             sc, s, ps, k_tiles, OpMN256::kTileBytes, id, ptid, load_b,
             [&](int kt, int st) { KMajorRows::gather(dy_rows, a, st, t.m * kBM, kt * kBK, ptid); },
             [&](int kt, int st) { KMajorRows::scale(dy_rows, a, st, t.m * kBM, kt * kBK, ptid); },
             [&](int kt, int st) {  // after publishing: off the consumers' path
-              if (write_back) KMajorRows::write_back(dy_rows, a, st, p.dy, t.m * kBM, kt * kBK, ptid);
+              KMajorRows::write_back(dy_rows, a, st, p.dy, t.m * kBM, kt * kBK, ptid);
             });
-        if (!write_back) return ok;
-        fence_proxy_async_global();  // the rows are read by TMA in the dW_down tiles
+        fence_proxy_async_global();  // the rows are read by TMA in the later d_h columns and dW_down tiles
         // NOTE: the vote is also the barrier that orders every thread's rows before thread 0's release.
         const bool all = producer_all(ok);
-        if (all && ptid == 0) signal_add(&p.c_dy_expert[t.e], 1);
+        if (all && ptid == 0) {
+          signal_add(&p.c_dy[t.m], 1);
+          signal_add(&p.c_dy_expert[t.e], 1);
+        }
         return all;
       }
       if (!t.shared) {
@@ -302,10 +307,9 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
           if (m < t.rows) {
             const uint32_t g2 = *reinterpret_cast<const uint32_t*>(G + at);
             const uint32_t u2 = *reinterpret_cast<const uint32_t*>(U + at);
-            const SwigluGrad r0 = swiglu_backward(acc(i), uint16_t(g2 & 0xFFFF), uint16_t(u2 & 0xFFFF), clamp);
-            const SwigluGrad r1 = swiglu_backward(acc(i + 1), uint16_t(g2 >> 16), uint16_t(u2 >> 16), clamp);
-            store_bf16x2(DG + at, r0.dg, r1.dg);
-            store_bf16x2(DU + at, r0.du, r1.du);
+            const SwigluGrad2 r = swiglu_backward2(acc(i), acc(i + 1), g2, u2, clamp);
+            store_u32(DG + at, r.dg);
+            store_u32(DU + at, r.du);
           } else if (!t.shared) {  // padding rows: exact zeros (read by the wgrad chains' last step)
             store_bf16x2(DG + at, 0, 0);
             store_bf16x2(DU + at, 0, 0);
@@ -335,7 +339,7 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
         for (int i = 0; i < size(acc); i += 2) {
           const int m = get<0>(coord(i)), c = t.n * kWideN + get<1>(coord(i));
           if (c >= H || m >= t.rows) continue;
-          store_bf16x2(DX + static_cast<int64_t>(t.m * kBM + m) * H + c, f32_to_bf16(acc(i)), f32_to_bf16(acc(i + 1)));
+          store_u32(DX + static_cast<int64_t>(t.m * kBM + m) * H + c, bf16x2_from_f32(acc(i), acc(i + 1)));
         }
       });
   if (!ok) return false;

@@ -175,13 +175,12 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
       const int m = get<0>(coord(i)), j = t.n * kGateUpN + get<1>(coord(i));
       if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
       const bool real = m < t.rows, store = j < I && (real || !sh);  // routed padding rows get exact zeros
-      const SwigluOut o0 = swiglu_forward(acc(i), acc(i + kHalf), clamp);
-      const SwigluOut o1 = swiglu_forward(acc(i + 1), acc(i + 1 + kHalf), clamp);
+      const SwigluOut2 o = swiglu_forward2(acc(i), acc(i + 1), acc(i + kHalf), acc(i + 1 + kHalf), clamp);
       const int64_t at = store ? static_cast<int64_t>(t.m * kBM + m) * I + j : 0;
       if (store) {
-        store_bf16x2(G + at, real ? o0.g : 0, real ? o1.g : 0);
-        store_bf16x2(U + at, real ? o0.u : 0, real ? o1.u : 0);
-        store_bf16x2(Hh + at, real ? o0.h : 0, real ? o1.h : 0);
+        store_u32(G + at, real ? o.g : 0u);
+        store_u32(U + at, real ? o.u : 0u);
+        store_u32(Hh + at, real ? o.h : 0u);
       }
     }
     profile_lap(p.sync, kProfEpiGateUp, lap, ctid);
@@ -202,8 +201,8 @@ __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps,
     CUTE_UNROLL
     for (int i = 0; i < size(acc); i += 2) {
       const int m = get<0>(coord(i)), c = t.n * kWideN + get<1>(coord(i));
-      const uint16_t y0 = f32_to_bf16(acc(i)), y1 = f32_to_bf16(acc(i + 1));
-      if (c < H && m < t.rows) store_bf16x2(Y + static_cast<int64_t>(t.m * kBM + m) * H + c, y0, y1);
+      const uint32_t y = bf16x2_from_f32(acc(i), acc(i + 1));
+      if (c < H && m < t.rows) store_u32(Y + static_cast<int64_t>(t.m * kBM + m) * H + c, y);
     }
     lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
     consumer_barrier();

@@ -283,7 +283,7 @@ struct MoeLayer::Impl {
     bp.c_dh_expert = bp.c_dh + d.mtiles_cap + d.shared_mtiles();
     bp.c_dx_total = bp.c_dh_expert + E + 1;
     bp.c_tail = bp.c_dx_total + 1;
-    if (!opt.pull_backward) bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
+    bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
     bp.tma_dy_mn = rows_as_k<128>(dy, rows, H);
     bp.tma_xp_mn = rows_as_k<256>(xp, rows, H);
     bp.tma_dg = rows_as_k_major<128>(dg, rows, I);

@@ -6,6 +6,7 @@
 #include "calico/megakernel.h"
 #include "calico/numerics.h"
 #include "device_buffer.cuh"
+#include "gemm/epilogue.cuh"
 #include "selftest/numerics_ops.h"
 
 namespace calico::gpu {
@@ -43,7 +44,40 @@ __global__ void mma_step_fp8_kernel(const uint8_t* a, Fp8Kind ka, const uint8_t*
   if (i < n) out[i] = mma_step_fp8(a + i * 32, ka, sa[i], b + i * 32, kb, sb[i], c[i], model);
 }
 
+// Every float bit pattern x, grid-stride: the pair (lo = x, hi = ~x) converted by the epilogues' instruction
+// against numerics.h's f32_to_bf16 of each; counts (integer atomics) the conversions that differ.
+template <bool kTowardZero>
+__global__ void bf16x2_check_kernel(unsigned long long* mismatches, unsigned int* first) {
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  unsigned long long bad = 0;
+  for (uint64_t x = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; x < (1ull << 32); x += stride) {
+    const uint32_t lo = static_cast<uint32_t>(x), hi = ~lo;
+    const uint32_t w = mk::bf16x2_from_f32<kTowardZero>(bits_f32(lo), bits_f32(hi));
+    const bool lo_differs = (w & 0xFFFFu) != f32_to_bf16(bits_f32(lo));
+    const bool hi_differs = (w >> 16) != f32_to_bf16(bits_f32(hi));
+    if (lo_differs || hi_differs) {
+      bad += static_cast<unsigned long long>(lo_differs) + hi_differs;
+      atomicMin(first, lo_differs ? lo : hi);
+    }
+  }
+  if (bad != 0) atomicAdd(mismatches, bad);
+}
+
 }  // namespace
+
+ConversionCheck check_bf16x2_conversion(bool toward_zero) {
+  DeviceBuffer<unsigned long long> d_bad(std::vector<unsigned long long>(1, 0));
+  DeviceBuffer<unsigned int> d_first(std::vector<unsigned int>(1, 0xFFFFFFFFu));
+  if (toward_zero)
+    bf16x2_check_kernel<true><<<4096, kThreads>>>(d_bad.get(), d_first.get());
+  else
+    bf16x2_check_kernel<false><<<4096, kThreads>>>(d_bad.get(), d_first.get());
+  CALICO_CUDA_CHECK_LAUNCH();
+  ConversionCheck r;
+  r.mismatches = d_bad.download()[0];
+  r.first_input = r.mismatches == 0 ? 0 : d_first.download()[0];
+  return r;
+}
 
 const char* numerics_op_name(NumericsOp op) {
   static const char* const names[] = {
