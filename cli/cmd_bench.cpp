@@ -23,7 +23,8 @@ struct BenchOptions {
   uint64_t seed = 1;
   int iters = 20, warmup = 3;
   std::string dispatch = "pull";
-  std::string dispatch_backward = "push";
+  std::string dispatch_backward = "pull";
+  std::string task_walk = "dynamic";
   std::optional<int> comm_sms;           // unset: 0 with pull, 16 with push
   std::optional<int> comm_sms_backward;  // unset: as --comm-sms
   int ctas = 0;
@@ -44,6 +45,9 @@ int bench_command(const BenchOptions& o) {
   require(o.dispatch == "pull" || o.dispatch == "push", "--dispatch must be pull or push, got '{}'", o.dispatch);
   require(dispatch_bwd == "pull" || dispatch_bwd == "push", "--dispatch-backward must be pull or push, got '{}'",
           dispatch_bwd);
+  require(o.task_walk == "dynamic" || o.task_walk == "static", "--task-walk must be dynamic or static, got '{}'",
+          o.task_walk);
+  mo.dynamic_walk = o.task_walk == "dynamic";
   mo.pull_forward = o.dispatch == "pull";
   mo.pull_backward = dispatch_bwd == "pull";
   const int lo = mo.pull_forward ? 0 : 1, lo_b = mo.pull_backward ? 0 : 1;
@@ -81,6 +85,7 @@ int bench_command(const BenchOptions& o) {
     j["tokens"] = o.tokens;
     j["routing"] = o.routing;
     j["dispatch"] = o.dispatch == dispatch_bwd ? o.dispatch : o.dispatch + "/" + dispatch_bwd;
+    j["task_walk"] = o.task_walk;
     j["comm_sms"] = mo.comm_ctas_forward;
     j["comm_sms_backward"] = mo.comm_ctas_backward;
     j["iters"] = o.iters;
@@ -117,6 +122,10 @@ Registrar bench("bench", "Time the megakernel layer (forward, forward + backward
   sub.add_option("--comm-sms-backward", o->comm_sms_backward,
                  "Data-movement CTAs of the backward launch (default: as --comm-sms)");
   sub.add_option("--ctas", o->ctas, "CTAs per launch (0 = every SM)")->capture_default_str();
+  sub.add_option("--task-walk", o->task_walk,
+                 "dynamic: each CTA takes the next task from a counter when ready; static: CTA c takes tasks c, "
+                 "c + n, ... (the results are the same bits either way)")
+      ->capture_default_str();
   sub.add_option("--json", o->json, "Also write the result as JSON here");
   sub.add_flag("--profile", o->profile, "Also print where the SM cycles went (waits per stage, main loops, epilogues)");
   sub.footer("Example: calico bench --preset deepseek-v3-routed --tokens 8192 --json mk.json");

@@ -4,7 +4,7 @@
 # permute + torch._grouped_mm + SwiGLU + index_add, and a dense bf16 GEMM as the ceiling) on the same shapes:
 # qwen3-30b-a3b T=16384 and deepseek-v3 routed experts T=8192 (ANCHORS.md). One JSON line per row in
 # $OUT/bench.jsonl, a table on stdout.
-# Usage: [MODES='pull:pull push:push pull:push'] [TORCH=0] [ITERS=20] bash scripts/bench_megakernel.sh [CALICO] [OUT]
+# Usage: [MODES='pull:pull push:push pull:push'] [TORCH=0] [ITERS=20] [BENCH_ARGS='--task-walk static'] bash scripts/bench_megakernel.sh [CALICO] [OUT]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CALICO="${1:-build-gpu/cli/calico}"
@@ -18,7 +18,7 @@ for row in "qwen3-30b-a3b 16384" "deepseek-v3-routed 8192"; do
     fwd="${mode%:*}"; bwd="${mode#*:}"
     "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --dispatch "$fwd" --dispatch-backward "$bwd" \
       $([ "$fwd" = push ] && echo "--comm-sms ${COMM_FWD:-32}") $([ "$bwd" = push ] && echo "--comm-sms-backward ${COMM_BWD:-16}") \
-      --json "$OUT/bench-row.json" || status=1
+      ${BENCH_ARGS:-} --json "$OUT/bench-row.json" || status=1
     [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
   done
   if [ "${TORCH:-1}" = 1 ]; then
@@ -32,7 +32,7 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(f"{'backend':28} {'preset':20} {'T':>6} {'fwd ms':>8} {'TF/s':>6} {'fwd+bwd ms':>11} {'TF/s':>6}")
 for r in rows:
-    name = r['backend'] + (f" {r['dispatch']}" if 'dispatch' in r else "")
+    name = r['backend'] + (f" {r['dispatch']}" if 'dispatch' in r else "") + (f" {r['task_walk']}" if 'task_walk' in r else "")
     print(f"{name:28} {r['preset']:20} {r['tokens']:6d} {r['forward_ms']:8.3f} {r['forward_tflops']:6.1f} "
           f"{r['forward_backward_ms']:11.3f} {r['forward_backward_tflops']:6.1f}")
 PY

@@ -142,6 +142,53 @@ TEST_F(MegakernelGpu, IdenticalAcrossRunsSmSplitsAndCombineGranularity) {
   }
 }
 
+// The task walk decides only which CTA runs a task: the dynamic walk (a ticket counter) and the static one
+// give the same bytes in every output, with either dispatch and with few CTAs. The negative control: a
+// different seed of the same shape differs (the comparison sees a change).
+TEST_F(MegakernelGpu, StaticAndDynamicTaskWalksGiveTheSameBits) {
+  const LayerSpec spec = shape("mid", 512, 256, 32, 6, 128);
+  const int T = 700;
+  auto outputs_of = [&](uint64_t seed, bool dynamic, bool pull, int ctas) {
+    RunRequest q = request(spec, T, "zipf:1.5", seed);
+    auto inputs = ref::run_reference(q, ref::ReferenceMode::contract);  // only for its input tensors
+    const TensorSet& in = inputs.ranks[0];
+    auto bf = [&](const char* n) { return in.find(n)->data<uint16_t>(); };
+    gpu::MoeInputs mi;
+    mi.x = bf("x"), mi.d_out = bf("d_out"), mi.w_gate = bf("w_gate"), mi.w_up = bf("w_up"), mi.w_down = bf("w_down");
+    mi.ws_gate = bf("ws_gate"), mi.ws_up = bf("ws_up"), mi.ws_down = bf("ws_down");
+    mi.topk_experts = in.find("topk_experts")->data<int32_t>();
+    mi.router_weights = in.find("router_weights")->data<float>();
+    gpu::MoeOptions o;
+    o.dynamic_walk = dynamic;
+    o.pull_forward = o.pull_backward = pull;
+    o.comm_ctas_forward = o.comm_ctas_backward = pull ? 0 : 3;
+    o.ctas = ctas;
+    gpu::MoeLayer layer(spec, T, o);
+    layer.set_inputs(mi);
+    layer.forward();
+    layer.backward();
+    layer.synchronize();
+    const size_t H = spec.hidden, I = spec.intermediate, E = spec.experts, K = spec.top_k, Is = spec.shared_intermediate;
+    std::vector<uint16_t> out(T * H), dx(T * H);
+    std::vector<float> drw(T * K), dwg(E * I * H), dwu(E * I * H), dwd(E * H * I), dwsg(Is * H), dwsu(Is * H), dwsd(H * Is);
+    gpu::MoeOutputs mo;
+    mo.out = out.data(), mo.d_x = dx.data(), mo.d_router_weights = drw.data();
+    mo.d_w_gate = dwg.data(), mo.d_w_up = dwu.data(), mo.d_w_down = dwd.data();
+    mo.d_ws_gate = dwsg.data(), mo.d_ws_up = dwsu.data(), mo.d_ws_down = dwsd.data();
+    layer.get_outputs(mo);
+    std::string bytes;
+    auto add = [&](const auto& v) { bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0])); };
+    add(out), add(dx), add(drw), add(dwg), add(dwu), add(dwd), add(dwsg), add(dwsu), add(dwsd);
+    return bytes;
+  };
+  const std::string first = outputs_of(7, true, true, 0);
+  EXPECT_TRUE(first == outputs_of(7, false, true, 0)) << "static walk, pull";
+  EXPECT_TRUE(first == outputs_of(7, true, false, 0)) << "dynamic walk, push";
+  EXPECT_TRUE(first == outputs_of(7, false, false, 7)) << "static walk, push, 7 CTAs";
+  EXPECT_TRUE(first == outputs_of(7, true, true, 5)) << "dynamic walk, pull, 5 CTAs";
+  EXPECT_FALSE(first == outputs_of(8, true, true, 0)) << "negative control: another seed must differ";
+}
+
 // A lost signal (a debug option skips one task's release) ends in an error naming the wait, within 10 s.
 TEST_F(MegakernelGpu, LostSignalIsAnErrorNotAHang) {
   const LayerSpec spec = shape("tiny", 64, 96, 16, 4, 32);

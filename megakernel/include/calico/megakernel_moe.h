@@ -22,11 +22,15 @@ struct MoeOptions {
   // CTAs write the rows into expert-major buffers first (the path peers use).
   //   pull_forward: the x rows of the forward (the gate/up tiles of column 0 also write their gathered rows
   //                 to the expert-major copy that the backward's dW_gate/dW_up read);
-  //   pull_backward: the d_y = bf16(w * d_out) rows of the backward.
-  // Defaults: the fastest measured on the H200 (reports/megakernel-2026-12-01.md): pull forward, push backward.
-  bool pull_forward = true, pull_backward = false;
+  //   pull_backward: the d_y = bf16(w * d_out) rows of the backward (the d_h tiles of column 0 also write
+  //                  them to the expert-major copy that the later d_h columns and dW_down read).
+  // Defaults: the fastest measured on the H200 (reports/megakernel-2026-12-01.md): pull in both passes.
+  bool pull_forward = true, pull_backward = true;
   int comm_ctas_forward = 0;    // data-movement CTAs of the forward launch (RunConfig::comm_sms_forward), >= 1
-  int comm_ctas_backward = 16;  // with push; with pull they run only the tails (combine, router gradient)
+  int comm_ctas_backward = 0;   // with push, >= 1; with pull they run only the tails (combine, router gradient)
+  // The task walk (moe/persistent.cuh): dynamic (a ticket counter: a CTA takes the next task when ready) or
+  // static (CTA c takes tasks c, c + n, ...). Results never depend on it.
+  bool dynamic_walk = true;
   int ctas = 0;                 // CTAs per launch (persistent: at most one per SM); 0 = every SM
   int combine_tokens = 16;      // tokens per combine task (the tail's granularity; results never depend on it)
 #ifdef NDEBUG

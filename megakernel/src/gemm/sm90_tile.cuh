@@ -77,8 +77,11 @@ struct GemmSmem {
   alignas(1024) bf16_t b[kStages][256 * kBK];
   alignas(8) uint64_t full[kStages];
   alignas(8) uint64_t empty[kStages];
+  int stage_task[kStages];  // the task whose k-tile a stage holds (kNoTask: the producer's last, empty stage)
+  int next_task;            // the producer warpgroup's current ticket (dynamic walk)
   int task_slot[4];
 };
+constexpr int kNoTask = -1;
 
 // The GemmSmem inside a launch's dynamic shared memory. NOTE: the 128-byte swizzle needs 1024-byte aligned
 // stages; launches ask for sizeof(GemmSmem) + 1 KB of slack.
@@ -172,6 +175,7 @@ __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s,
     if (!mbar_wait(sc, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, task, kCounterMbarEmpty, ps.stage))
       return false;
     if (ptid == 0) {
+      s.stage_task[ps.stage] = task;  // published by the arrivals below (release), read after the full wait
       mbar_arrive_expect_tx(&s.full[ps.stage], tma_bytes);
       issue(kt, ps.stage, &s.full[ps.stage]);
     }

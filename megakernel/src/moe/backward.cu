@@ -97,12 +97,14 @@ struct BwdPlan {
       default: t.kind = kWUp; break;
     }
     if (t.kind == kDh || t.kind == kDx) {
-      // NOTE: d_h tiles walk column-major (every m-tile's column 0 first): with pull, the tiles of column 0
-      // gather d_y and write it expert-major, and the later columns read it by TMA, long since written.
+      // NOTE: with pull, d_h tiles walk column-major (every m-tile's column 0 first): the tiles of column 0
+      // gather d_y and write it expert-major, and the later columns read it by TMA, long since written. With
+      // push, row-major: the columns of an m-tile follow its dispatch.
       const int n_per_m = t.kind == kDh ? (t.shared ? ndhs : ndh) : nd;
       const int m_tiles = t.shared ? mts : mt;
-      t.m = t.kind == kDh ? j % m_tiles : j / n_per_m;
-      t.n = t.kind == kDh ? j / m_tiles : j % n_per_m;
+      const bool column_major = t.kind == kDh && p.pull_dy;
+      t.m = column_major ? j % m_tiles : j / n_per_m;
+      t.n = column_major ? j / m_tiles : j % n_per_m;
       if (t.shared) {
         t.e = -1;
         t.rows = min(kBM, p.d.T - t.m * kBM);
@@ -447,7 +449,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   GemmSmem& s = gemm_smem(smem_raw);
   const BwdPlan plan(p);
   run_persistent(
-      p.sync, p.n_comm, s, plan, [&] { backward_comm(p, plan, s); },
+      p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&] { backward_comm(p, plan, s); },
       [&](PipeState& ps, const BwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
       [&](PipeState& ps, const BwdTask& t, int id, int ctid) {
         bool ok;

@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   GemmSmem& s = gemm_smem(smem_raw);
   const FwdPlan plan(p);
   run_persistent(
-      p.sync, p.n_comm, s, plan, [&] { forward_comm(p, plan, s); },
+      p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&] { forward_comm(p, plan, s); },
       [&](PipeState& ps, const FwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
       [&](PipeState& ps, const FwdTask& t, int id, int ctid) {
         return (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) ? consume_gateup(p, s, ps, t, id, ctid)

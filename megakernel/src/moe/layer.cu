@@ -228,9 +228,9 @@ struct MoeLayer::Impl {
     sch.totals = sch.row_token + rows;
     sch.row_weight = f32(rows);
     scratch = i32(mk::schedule_scratch_ints(d.T, d.E));
-    n_counters_fwd = mtc + (mtc + mts) + 2;
+    n_counters_fwd = mtc + (mtc + mts) + 3;
     counters_fwd = i32(n_counters_fwd);
-    n_counters_bwd = mtc + E + (mtc + mts) + (E + 1) + 2;
+    n_counters_bwd = mtc + E + (mtc + mts) + (E + 1) + 3;
     counters_bwd = i32(n_counters_bwd);
     abort_flag = i32(1);
     error = reinterpret_cast<mk::ErrorRecord*>(i32(sizeof(mk::ErrorRecord) / sizeof(int)));
@@ -254,6 +254,8 @@ struct MoeLayer::Impl {
     fp.c_gateup = fp.c_dispatched + d.mtiles_cap;
     fp.c_down_total = fp.c_gateup + d.mtiles_cap + d.shared_mtiles();
     fp.c_tail = fp.c_down_total + 1;
+    fp.c_task = fp.c_tail + 1;
+    fp.dynamic_walk = opt.dynamic_walk;
     if (!opt.pull_forward) fp.tma_xp = rows_as_k_major<128>(xp, rows, H);
     fp.tma_wg = weight<128>(wg, E, I, H);
     fp.tma_wu = weight<128>(wu, E, I, H);
@@ -283,6 +285,8 @@ struct MoeLayer::Impl {
     bp.c_dh_expert = bp.c_dh + d.mtiles_cap + d.shared_mtiles();
     bp.c_dx_total = bp.c_dh_expert + E + 1;
     bp.c_tail = bp.c_dx_total + 1;
+    bp.c_task = bp.c_tail + 1;
+    bp.dynamic_walk = opt.dynamic_walk;
     bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
     bp.tma_dy_mn = rows_as_k<128>(dy, rows, H);
     bp.tma_xp_mn = rows_as_k<256>(xp, rows, H);

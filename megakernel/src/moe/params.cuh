@@ -54,6 +54,8 @@ struct ForwardParams {
   uint16_t *gs = nullptr, *us = nullptr, *hs = nullptr, *ys = nullptr;             // shared expert, T rows
   uint16_t* out = nullptr;                 // [T,H]
   int *c_dispatched = nullptr, *c_gateup = nullptr, *c_down_total = nullptr, *c_tail = nullptr;
+  int* c_task = nullptr;  // the dynamic walk's ticket counter (moe/persistent.cuh)
+  int dynamic_walk = 1;   // 0: the static walk
   OpK128 tma_xp, tma_x, tma_wg, tma_wu, tma_wsg, tma_wsu, tma_h, tma_hs;
   OpK256 tma_wd, tma_wsd;
 };
@@ -78,6 +80,8 @@ struct BackwardParams {
   float *d_wsg = nullptr, *d_wsu = nullptr, *d_wsd = nullptr;
   int *c_dy = nullptr, *c_dy_expert = nullptr, *c_dh = nullptr, *c_dh_expert = nullptr, *c_dx_total = nullptr,
       *c_tail = nullptr;
+  int* c_task = nullptr;
+  int dynamic_walk = 1;
   // dgrad: A K-major rows, B MN-major weights
   OpK128 tma_dy, tma_dout, tma_dg, tma_du, tma_dgs, tma_dus;
   OpMN256 tma_wd_t, tma_wsd_t, tma_wg_t, tma_wu_t, tma_wsg_t, tma_wsu_t;

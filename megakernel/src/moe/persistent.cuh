@@ -1,6 +1,13 @@
 // The skeleton both persistent launches share: the role split (data-movement CTAs, then per compute CTA a
-// producer warpgroup and two consumer warpgroups), the fixed task walk (CTA c takes tasks c, c + n, ...) and
-// the tail. A pass supplies its plan (total, decode) and the role bodies; forward.cu and backward.cu.
+// producer warpgroup and two consumer warpgroups), the task walk and the tail. A pass supplies its plan
+// (total, decode) and the role bodies; forward.cu and backward.cu.
+//
+// The walk: one order of tasks per pass, each waiting only on earlier ones. Dynamic (the default): a compute
+// CTA's producer takes the next task from a global ticket counter (integer atomic) when it is ready for one,
+// and writes each stage's task index beside the stage, so the consumers learn their next task from the ring
+// itself; a CTA slowed by its tiles takes fewer. Static: CTA c takes tasks c, c + n, c + 2n, ... Neither can
+// deadlock (the earliest unfinished task waits on finished ones only), and neither changes a bit: every
+// output element is computed by one task whatever CTA runs it.
 #pragma once
 
 #include "gemm/sm90_tile.cuh"
@@ -8,11 +15,30 @@
 
 namespace calico::gpu::mk {
 
+// Barrier among the producer warpgroup's threads (named barrier 2).
+__device__ __forceinline__ void producer_barrier() {
+  asm volatile("bar.sync 2, %0;\n" ::"n"(kProducerThreads) : "memory");
+}
+
+// The producer's end of a dynamic walk: one more stage, empty, whose task index is kNoTask (every producer
+// thread arrives, as for a stage without gathered rows; no bytes are expected).
+__device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, PipeState& ps, int ptid) {
+  if (!mbar_wait(sc, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, kNoTask, kCounterMbarEmpty, ps.stage))
+    return;
+  if (ptid == 0) {
+    s.stage_task[ps.stage] = kNoTask;
+    mbar_arrive(&s.full[ps.stage]);  // in place of thread 0's arrive.expect_tx
+  }
+  mbar_arrive(&s.full[ps.stage]);
+}
+
 // comm(): the data-movement CTA's work; produce(ps, task, id) -> bool (every thread of the producer warpgroup); consume(ps, task, id, ctid) -> bool;
-// tail(ctid): the consumers' share of the tail queue.
+// tail(ctid): the consumers' share of the tail queue. ticket: the pass's task counter (zeroed before the
+// launch); dynamic: take tasks from it (else the static walk).
 template <class Plan, class Comm, class Produce, class Consume, class Tail>
 __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_comm, GemmSmem& s, const Plan& plan,
-                                               Comm&& comm, Produce&& produce, Consume&& consume, Tail&& tail) {
+                                               int* ticket, bool dynamic, Comm&& comm, Produce&& produce,
+                                               Consume&& consume, Tail&& tail) {
   if (static_cast<int>(blockIdx.x) < n_comm) {
     const long long c0 = clock64();
     comm();
@@ -27,19 +53,38 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   if (warpgroup == 0) {  // producer warpgroup: thread 0 issues the TMA loads, all 128 gather rows
     cutlass::arch::warpgroup_reg_dealloc<56>();
+    const int ptid = threadIdx.x;
     PipeState ps;
-    for (int id = ci; id < plan.total; id += nc) {
-      // NOTE: the barrier orders a task's last reads of its gathered stages (produce_tile's `after`) before
-      // thread 0's first TMA of the next task into the same stages; as a vote, every thread leaves together
-      // when any wait failed (each produce() returns: its waits are bounded).
-      if (!producer_all(produce(ps, plan.decode(id), id))) break;
+    for (int j = 0;; ++j) {
+      int id = ci + j * nc;
+      if (dynamic) {
+        if (ptid == 0) s.next_task = atomicAdd(ticket, 1);
+        producer_barrier();
+        id = s.next_task;
+      }
+      if (id >= plan.total) break;
+      // NOTE: the vote is also the barrier that orders a task's last reads of its gathered stages (produce_tile's
+      // `after`) before thread 0's first TMA of the next task into the same stages, and every thread's read of
+      // next_task before thread 0 writes the next one; every thread leaves together when any wait failed (each
+      // produce() returns: its waits are bounded).
+      if (!producer_all(produce(ps, plan.decode(id), id))) return;
     }
+    if (dynamic) publish_end(sync, s, ps, ptid);
     return;
   }
   cutlass::arch::warpgroup_reg_alloc<224>();
   const int ctid = threadIdx.x - 128;
   PipeState ps;
-  for (int id = ci; id < plan.total; id += nc) {
+  for (int j = 0;; ++j) {
+    int id = ci + j * nc;
+    if (dynamic) {  // the task of the next stage (the full wait repeats at once in consume())
+      if (!mbar_wait(sync, &s.full[ps.stage], ps.phase, kStagePipelineFull, kNoTask, kCounterMbarFull, ps.stage))
+        return;
+      id = *reinterpret_cast<volatile int*>(&s.stage_task[ps.stage]);
+      if (id == kNoTask) break;
+    } else if (id >= plan.total) {
+      break;
+    }
     const long long c0 = clock64();
     if (!consume(ps, plan.decode(id), id, ctid)) return;
     if (ctid == 0) profile_add(sync, kProfTasks, clock64() - c0);
