@@ -77,8 +77,7 @@ struct GemmSmem {
   alignas(1024) bf16_t b[kStages][256 * kBK];
   alignas(8) uint64_t full[kStages];
   alignas(8) uint64_t empty[kStages];
-  int stage_task[kStages];  // the task whose k-tile a stage holds (kNoTask: the producer's last, empty stage)
-  int next_task;            // the producer warpgroup's current ticket (dynamic walk)
+  int next_task;  // the producer warpgroup's current ticket (dynamic walk)
   int task_slot[4];
 };
 constexpr int kNoTask = -1;
@@ -106,7 +105,9 @@ __device__ __forceinline__ void pipeline_init(GemmSmem& s) {
     // full: producer thread 0's arrive.expect_tx (the TMA bytes) plus one arrive per producer thread once the
     // rows it gathered (if any) are in the stage.
     mbar_init(&s.full[i], 1 + kProducerThreads);
-    mbar_init(&s.empty[i], 2);  // one arrive per consumer warpgroup
+    // empty: one arrive per consumer warp (lane 0, once its own wgmma that read the stage completed and after
+    // its reads of the stage's task index, moe/persistent.cuh)
+    mbar_init(&s.empty[i], kConsumerThreads / 32);
   }
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
@@ -175,7 +176,6 @@ __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s,
     if (!mbar_wait(sc, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, task, kCounterMbarEmpty, ps.stage))
       return false;
     if (ptid == 0) {
-      s.stage_task[ps.stage] = task;  // published by the arrivals below (release), read after the full wait
       mbar_arrive_expect_tx(&s.full[ps.stage], tma_bytes);
       issue(kt, ps.stage, &s.full[ps.stage]);
     }
@@ -222,7 +222,7 @@ template <class FenceAcc, class MmaStep>
 __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
                                              int task, FenceAcc&& fence_acc, MmaStep&& mma_step) {
   using namespace cute;
-  const bool leader = (threadIdx.x % 128) == 0;
+  const bool leader = (threadIdx.x % 32) == 0;  // each warp releases the stages its wgmma read
   // NOTE: a failed wait does not leave the loop (the launch is aborting and every later wait returns at
   // once): an exit with a wgmma batch in flight would make ptxas serialise every wgmma (C7511/C7518).
   bool ok = true;

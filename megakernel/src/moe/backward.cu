@@ -81,6 +81,8 @@ struct BwdPlan {
     total = acc;
   }
   __device__ int total_dx() const { return (mts + mt) * nd; }
+  // False for a weight gradient of an expert without rows (no k-tile; its accumulator is left as it is).
+  __device__ bool has_stages(const BwdTask& t) const { return (t.kind != kWDown && t.kind != kWGate && t.kind != kWUp) || t.rows > 0; }
 
   const BackwardParams& p;
   __device__ BwdTask decode(int id) const {
@@ -449,7 +451,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   GemmSmem& s = gemm_smem(smem_raw);
   const BwdPlan plan(p);
   run_persistent(
-      p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&] { backward_comm(p, plan, s); },
+      p.sync, p.n_comm, s, plan, p.c_task, p.task_ring, p.dynamic_walk != 0, [&] { backward_comm(p, plan, s); },
       [&](PipeState& ps, const BwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
       [&](PipeState& ps, const BwdTask& t, int id, int ctid) {
         bool ok;

@@ -51,6 +51,7 @@ struct FwdPlan {
     total = end_sd + mt * nd;
   }
   __device__ int total_down() const { return (mts + mt) * nd; }
+  __device__ bool has_stages(const FwdTask&) const { return true; }  // every forward task has a K loop
   const ForwardParams& p;
   __device__ FwdTask decode(int id) const {
     FwdTask t{};
@@ -247,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   GemmSmem& s = gemm_smem(smem_raw);
   const FwdPlan plan(p);
   run_persistent(
-      p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&] { forward_comm(p, plan, s); },
+      p.sync, p.n_comm, s, plan, p.c_task, p.task_ring, p.dynamic_walk != 0, [&] { forward_comm(p, plan, s); },
       [&](PipeState& ps, const FwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
       [&](PipeState& ps, const FwdTask& t, int id, int ctid) {
         return (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) ? consume_gateup(p, s, ps, t, id, ctid)

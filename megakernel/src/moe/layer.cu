@@ -140,6 +140,7 @@ struct MoeLayer::Impl {
   float *d_rw, *d_wg, *d_wu, *d_wd, *d_wsg = nullptr, *d_wsu = nullptr, *d_wsd = nullptr;
   int *sched_ints, *scratch, *counters_fwd, *counters_bwd, *abort_flag;
   size_t n_counters_fwd = 0, n_counters_bwd = 0;
+  int* task_ring = nullptr;
   mk::ErrorRecord* error = nullptr;
   unsigned long long* profile = nullptr;  // [2][kProfSlots]: forward, backward
   mk::DeviceSchedule sch;
@@ -230,6 +231,7 @@ struct MoeLayer::Impl {
     scratch = i32(mk::schedule_scratch_ints(d.T, d.E));
     n_counters_fwd = mtc + (mtc + mts) + 3;
     counters_fwd = i32(n_counters_fwd);
+    task_ring = i32(static_cast<size_t>(ctas) * mk::kTaskRing);  // both passes use it, one after the other
     n_counters_bwd = mtc + E + (mtc + mts) + (E + 1) + 3;
     counters_bwd = i32(n_counters_bwd);
     abort_flag = i32(1);
@@ -255,6 +257,7 @@ struct MoeLayer::Impl {
     fp.c_down_total = fp.c_gateup + d.mtiles_cap + d.shared_mtiles();
     fp.c_tail = fp.c_down_total + 1;
     fp.c_task = fp.c_tail + 1;
+    fp.task_ring = task_ring;
     fp.dynamic_walk = opt.dynamic_walk;
     if (!opt.pull_forward) fp.tma_xp = rows_as_k_major<128>(xp, rows, H);
     fp.tma_wg = weight<128>(wg, E, I, H);
@@ -286,6 +289,7 @@ struct MoeLayer::Impl {
     bp.c_dx_total = bp.c_dh_expert + E + 1;
     bp.c_tail = bp.c_dx_total + 1;
     bp.c_task = bp.c_tail + 1;
+    bp.task_ring = task_ring;
     bp.dynamic_walk = opt.dynamic_walk;
     bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
     bp.tma_dy_mn = rows_as_k<128>(dy, rows, H);

@@ -3,14 +3,16 @@
 // (total, decode) and the role bodies; forward.cu and backward.cu.
 //
 // The walk: one order of tasks per pass, each waiting only on earlier ones. Dynamic (the default): a compute
-// CTA's producer takes the next task from a global ticket counter (integer atomic) when it is ready for one,
-// and writes each stage's task index beside the stage, so the consumers learn their next task from the ring
-// itself; a CTA slowed by its tiles takes fewer. Static: CTA c takes tasks c, c + n, c + 2n, ... Neither can
+// CTA's producer takes the next task from a global ticket counter (integer atomic) when it is ready for one
+// and logs it in the CTA's task ring (global memory, kTaskRing entries) before publishing the task's first
+// stage; a consumer reads its next task from the ring once that stage is full (the full barrier's
+// release/acquire orders the entry). A CTA slowed by its tiles takes fewer tasks. Static: CTA c takes tasks c, c + n, c + 2n, ... Neither can
 // deadlock (the earliest unfinished task waits on finished ones only), and neither changes a bit: every
 // output element is computed by one task whatever CTA runs it.
 #pragma once
 
 #include "gemm/sm90_tile.cuh"
+#include "moe/params.cuh"
 #include "sync/bounded_wait.cuh"
 
 namespace calico::gpu::mk {
@@ -20,13 +22,20 @@ __device__ __forceinline__ void producer_barrier() {
   asm volatile("bar.sync 2, %0;\n" ::"n"(kProducerThreads) : "memory");
 }
 
-// The producer's end of a dynamic walk: one more stage, empty, whose task index is kNoTask (every producer
-// thread arrives, as for a stage without gathered rows; no bytes are expected).
-__device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, PipeState& ps, int ptid) {
+// NOTE: the producer is at most kStages stages ahead of the consumers and every logged task has a stage, so
+// an entry is rewritten (kTaskRing tasks later) only after every consumer warp has read it and released the
+// stage after (the empty barrier's release/acquire); kTaskRing > kStages.
+static_assert(kTaskRing > kStages);
+__device__ __forceinline__ int* task_ring_entry(int* ring, int ci, int j) { return ring + ci * kTaskRing + j % kTaskRing; }
+
+// The producer's end of a dynamic walk: kNoTask logged, then one more stage, empty (every producer thread
+// arrives, as for a stage without gathered rows; no bytes are expected).
+__device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, PipeState& ps, int ptid,
+                                            int* entry) {
   if (!mbar_wait(sc, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, kNoTask, kCounterMbarEmpty, ps.stage))
     return;
   if (ptid == 0) {
-    s.stage_task[ps.stage] = kNoTask;
+    *reinterpret_cast<volatile int*>(entry) = kNoTask;
     mbar_arrive(&s.full[ps.stage]);  // in place of thread 0's arrive.expect_tx
   }
   mbar_arrive(&s.full[ps.stage]);
@@ -34,11 +43,13 @@ __device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, 
 
 // comm(): the data-movement CTA's work; produce(ps, task, id) -> bool (every thread of the producer warpgroup); consume(ps, task, id, ctid) -> bool;
 // tail(ctid): the consumers' share of the tail queue. ticket: the pass's task counter (zeroed before the
-// launch); dynamic: take tasks from it (else the static walk).
+// launch); ring: kTaskRing ints per compute CTA; dynamic: take tasks from the ticket (else the static walk).
+// plan.has_stages(task): false for a task with no k-tile (a weight gradient of an expert without rows: its
+// accumulator stays as it is), which the dynamic walk skips.
 template <class Plan, class Comm, class Produce, class Consume, class Tail>
 __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_comm, GemmSmem& s, const Plan& plan,
-                                               int* ticket, bool dynamic, Comm&& comm, Produce&& produce,
-                                               Consume&& consume, Tail&& tail) {
+                                               int* ticket, int* ring, bool dynamic, Comm&& comm,
+                                               Produce&& produce, Consume&& consume, Tail&& tail) {
   if (static_cast<int>(blockIdx.x) < n_comm) {
     const long long c0 = clock64();
     comm();
@@ -55,21 +66,26 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
     cutlass::arch::warpgroup_reg_dealloc<56>();
     const int ptid = threadIdx.x;
     PipeState ps;
+    int logged = 0;  // tasks logged in the ring
     for (int j = 0;; ++j) {
       int id = ci + j * nc;
       if (dynamic) {
         if (ptid == 0) s.next_task = atomicAdd(ticket, 1);
         producer_barrier();
         id = s.next_task;
+        producer_barrier();  // every thread has read it before thread 0 writes the next one
+        if (id >= plan.total) break;
+        if (!plan.has_stages(plan.decode(id))) continue;  // (every thread: the same id)
+        if (ptid == 0) *reinterpret_cast<volatile int*>(task_ring_entry(ring, ci, logged)) = id;
+        ++logged;
       }
       if (id >= plan.total) break;
       // NOTE: the vote is also the barrier that orders a task's last reads of its gathered stages (produce_tile's
-      // `after`) before thread 0's first TMA of the next task into the same stages, and every thread's read of
-      // next_task before thread 0 writes the next one; every thread leaves together when any wait failed (each
-      // produce() returns: its waits are bounded).
+      // `after`) before thread 0's first TMA of the next task into the same stages; every thread leaves together
+      // when any wait failed (each produce() returns: its waits are bounded).
       if (!producer_all(produce(ps, plan.decode(id), id))) return;
     }
-    if (dynamic) publish_end(sync, s, ps, ptid);
+    if (dynamic) publish_end(sync, s, ps, ptid, task_ring_entry(ring, ci, logged));
     return;
   }
   cutlass::arch::warpgroup_reg_alloc<224>();
@@ -77,10 +93,13 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
   PipeState ps;
   for (int j = 0;; ++j) {
     int id = ci + j * nc;
-    if (dynamic) {  // the task of the next stage (the full wait repeats at once in consume())
+    if (dynamic) {  // task j's first stage is the next one (its full wait repeats at once in consume())
       if (!mbar_wait(sync, &s.full[ps.stage], ps.phase, kStagePipelineFull, kNoTask, kCounterMbarFull, ps.stage))
         return;
-      id = *reinterpret_cast<volatile int*>(&s.stage_task[ps.stage]);
+      // lane 0 reads, the warp shares it: the empty arrive of the same lane orders the read (see kTaskRing)
+      int entry = 0;
+      if ((threadIdx.x % 32) == 0) entry = *reinterpret_cast<volatile int*>(task_ring_entry(ring, ci, j));
+      id = __shfl_sync(0xffffffffu, entry, 0);
       if (id == kNoTask) break;
     } else if (id >= plan.total) {
       break;
