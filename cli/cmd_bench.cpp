@@ -23,7 +23,7 @@ struct BenchOptions {
   uint64_t seed = 1;
   int iters = 20, warmup = 3;
   std::string dispatch = "pull";
-  std::string dispatch_backward = "pull";
+  std::string dispatch_backward;  // empty: as --dispatch
   std::string task_walk = "dynamic";
   std::optional<int> comm_sms;           // unset: 0 with pull, 16 with push
   std::optional<int> comm_sms_backward;  // unset: as --comm-sms
@@ -114,8 +114,8 @@ Registrar bench("bench", "Time the megakernel layer (forward, forward + backward
                  "needed); push: data-movement CTAs dispatch rows into expert-major buffers first")
       ->capture_default_str();
   sub.add_option("--dispatch-backward", o->dispatch_backward,
-                 "pull | push for the backward's d_y rows (the default pair is the fastest measured on the H200)")
-      ->capture_default_str();
+                 "pull | push for the backward's d_y rows (default: as --dispatch; pull / pull is the fastest "
+                 "pair measured on the H200)");
   sub.add_option("--comm-sms", o->comm_sms,
                  "Data-movement CTAs of the forward (and backward) launch: [1, 1024] with push (default 16), "
                  "[0, 1024] with pull (default 0; they run only the combine and router-gradient tails)");
