@@ -245,7 +245,10 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
   warpgroup_wait<0>();
   fence_acc();
   mbar_arrive_if(&s.empty[previous < 0 ? 0 : previous], leader && previous >= 0);
-  if (sc.profile != nullptr && threadIdx.x == 128) profile_add(sc, kProfMainloop, clock64() - c0);
+  if (sc.profile != nullptr && threadIdx.x == 128) {
+    profile_add(sc, kProfMainloop, clock64() - c0);
+    profile_add(sc, kProfKtiles, k_tiles);
+  }
   return ok;
 }
 

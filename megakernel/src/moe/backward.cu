@@ -287,6 +287,8 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
       [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
   if (!ok) return false;
   const long long c1 = profile_lap(p.sync, main_slot, cm, ctid);
+  static_assert(kProfMainWgrad - kProfMainDgradH == kProfKtilesWgrad - kProfKtilesDgradH, "slots in the same order");
+  if (ctid == 0) profile_add(p.sync, kProfKtilesDgradH + (main_slot - kProfMainDgradH), k_tiles);
   epilogue(acc, coord);
   profile_lap(p.sync, kProfEpilogue, c1, ctid);
   return true;

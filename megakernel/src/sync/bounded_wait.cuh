@@ -62,6 +62,8 @@ enum ProfileSlot : int {
   kProfTasks,
   kProfTail,
   kProfComm,
+  // k-tiles run by the main loops above (counts, not cycles): cycles per k-tile = a main-loop slot / its count
+  kProfKtiles, kProfKtilesDgradH, kProfKtilesDgradX, kProfKtilesWgrad,
   kProfSlots
 };
 
