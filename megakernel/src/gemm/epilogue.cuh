@@ -36,17 +36,8 @@ struct Clamp {
   }
 };
 
-// Forward: from the fp32 GEMM results, the saved bf16 g, u and h.
-struct SwigluOut {
-  uint16_t g, u, h;
-};
-__device__ __forceinline__ SwigluOut swiglu_forward(float acc_g, float acc_u, const Clamp& c) {
-  const uint16_t g = f32_to_bf16(acc_g), u = f32_to_bf16(acc_u);
-  const float gc = c.gate(bf16_to_f32(g)), uc = c.up(bf16_to_f32(u));
-  return {g, u, f32_to_bf16(__fmul_rn(calico_silu(gc), uc))};
-}
-
-// The same for two adjacent columns, as bf16x2 words (lo: the first column).
+// Forward, two adjacent columns: from the fp32 GEMM results, the saved bf16 g, u and h as bf16x2 words (lo:
+// the first column).
 struct SwigluOut2 {
   uint32_t g, u, h;
 };
@@ -58,22 +49,8 @@ __device__ __forceinline__ SwigluOut2 swiglu_forward2(float acc_g0, float acc_g1
   return {g, u, bf16x2_from_f32(h0, h1)};
 }
 
-// Backward: d_h (fp32 GEMM result, rounded to bf16 first), saved bf16 g, u -> bf16 d_g, d_u.
-struct SwigluGrad {
-  uint16_t dg, du;
-};
-__device__ __forceinline__ SwigluGrad swiglu_backward(float acc_dh, uint16_t g_saved, uint16_t u_saved, const Clamp& c) {
-  const float graw = bf16_to_f32(g_saved), uraw = bf16_to_f32(u_saved);
-  const float g = c.gate(graw), u = c.up(uraw);
-  const float dh = bf16_to_f32(f32_to_bf16(acc_dh));
-  const bool g_cut = c.on && graw > c.limit, u_cut = c.on && (uraw > c.limit || uraw < -c.limit);
-  SwigluGrad r;
-  r.dg = g_cut ? uint16_t(0) : f32_to_bf16(__fmul_rn(__fmul_rn(dh, u), calico_silu_grad(g)));
-  r.du = u_cut ? uint16_t(0) : f32_to_bf16(__fmul_rn(dh, calico_silu(g)));
-  return r;
-}
-
-// The same for two adjacent columns: d_h values, saved g and u as bf16x2 words -> d_g, d_u words.
+// Backward, two adjacent columns: d_h (fp32 GEMM results, rounded to bf16 first), saved bf16 g, u as bf16x2
+// words -> bf16 d_g, d_u words.
 struct SwigluGrad2 {
   uint32_t dg, du;
 };
