@@ -3,7 +3,7 @@
 # backward; CUDA events, L2 flushed, medians after warm-up) and bench/torch_moe_baseline.py (PyTorch
 # permute + torch._grouped_mm + SwiGLU + index_add, and a dense bf16 GEMM as the ceiling) on the same shapes:
 # qwen3-30b-a3b T=16384 and deepseek-v3 routed experts T=8192 (ANCHORS.md). One JSON line per row in
-# $OUT/bench.jsonl, a table on stdout.
+# $OUT/bench.jsonl, a table on stdout (scripts/bench_table.py: ratios to the dense ceiling, PyTorch, anchors).
 # Usage: [MODES='pull:pull push:push pull:push'] [TORCH=0] [ITERS=20] [BENCH_ARGS='--task-walk static'] bash scripts/bench_megakernel.sh [CALICO] [OUT]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,13 +27,5 @@ for row in "qwen3-30b-a3b 16384" "deepseek-v3-routed 8192"; do
   fi
   rm -f "$OUT/bench-row.json"
 done
-python3 - "$OUT/bench.jsonl" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print(f"{'backend':28} {'preset':20} {'T':>6} {'fwd ms':>8} {'TF/s':>6} {'fwd+bwd ms':>11} {'TF/s':>6}")
-for r in rows:
-    name = r['backend'] + (f" {r['dispatch']}" if 'dispatch' in r else "") + (f" {r['task_walk']}" if 'task_walk' in r else "")
-    print(f"{name:28} {r['preset']:20} {r['tokens']:6d} {r['forward_ms']:8.3f} {r['forward_tflops']:6.1f} "
-          f"{r['forward_backward_ms']:11.3f} {r['forward_backward_tflops']:6.1f}")
-PY
+python3 scripts/bench_table.py "$OUT/bench.jsonl" || status=1
 exit $status
