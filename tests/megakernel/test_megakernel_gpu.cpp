@@ -42,6 +42,17 @@ RunRequest request(const LayerSpec& spec, int tokens, const std::string& routing
   return q;
 }
 
+// The layer's inputs as the reference run drew them (pointers into `in`, which must outlive the result).
+gpu::MoeInputs moe_inputs(const TensorSet& in) {
+  auto bf = [&](const char* n) { return in.find(n)->data<uint16_t>(); };
+  gpu::MoeInputs mi;
+  mi.x = bf("x"), mi.d_out = bf("d_out"), mi.w_gate = bf("w_gate"), mi.w_up = bf("w_up"), mi.w_down = bf("w_down");
+  mi.ws_gate = bf("ws_gate"), mi.ws_up = bf("ws_up"), mi.ws_down = bf("ws_down");
+  mi.topk_experts = in.find("topk_experts")->data<int32_t>();
+  mi.router_weights = in.find("router_weights")->data<float>();
+  return mi;
+}
+
 // Every tensor of `want` present in `got` with the same bytes; names the first differing element.
 std::string bitwise_mismatches(const RunResult& want, const RunResult& got) {
   std::string report;
@@ -150,14 +161,8 @@ TEST_F(MegakernelGpu, StaticAndDynamicTaskWalksGiveTheSameBits) {
   const int T = 700;
   auto outputs_of = [&](uint64_t seed, bool dynamic, bool pull, int ctas) {
     RunRequest q = request(spec, T, "zipf:1.5", seed);
-    auto inputs = ref::run_reference(q, ref::ReferenceMode::contract);  // only for its input tensors
-    const TensorSet& in = inputs.ranks[0];
-    auto bf = [&](const char* n) { return in.find(n)->data<uint16_t>(); };
-    gpu::MoeInputs mi;
-    mi.x = bf("x"), mi.d_out = bf("d_out"), mi.w_gate = bf("w_gate"), mi.w_up = bf("w_up"), mi.w_down = bf("w_down");
-    mi.ws_gate = bf("ws_gate"), mi.ws_up = bf("ws_up"), mi.ws_down = bf("ws_down");
-    mi.topk_experts = in.find("topk_experts")->data<int32_t>();
-    mi.router_weights = in.find("router_weights")->data<float>();
+    const auto inputs = ref::run_reference(q, ref::ReferenceMode::contract);  // only for its input tensors
+    const gpu::MoeInputs mi = moe_inputs(inputs.ranks[0]);
     gpu::MoeOptions o;
     o.dynamic_walk = dynamic;
     o.pull_forward = o.pull_backward = pull;
@@ -193,14 +198,8 @@ TEST_F(MegakernelGpu, StaticAndDynamicTaskWalksGiveTheSameBits) {
 TEST_F(MegakernelGpu, LostSignalIsAnErrorNotAHang) {
   const LayerSpec spec = shape("tiny", 64, 96, 16, 4, 32);
   RunRequest q = request(spec, 256, "uniform");
-  auto inputs = ref::run_reference(q, ref::ReferenceMode::contract);  // only for its input tensors
-  const TensorSet& in = inputs.ranks[0];
-  auto bf = [&](const char* n) { return in.find(n)->data<uint16_t>(); };
-  gpu::MoeInputs mi;
-  mi.x = bf("x"), mi.d_out = bf("d_out"), mi.w_gate = bf("w_gate"), mi.w_up = bf("w_up"), mi.w_down = bf("w_down");
-  mi.ws_gate = bf("ws_gate"), mi.ws_up = bf("ws_up"), mi.ws_down = bf("ws_down");
-  mi.topk_experts = in.find("topk_experts")->data<int32_t>();
-  mi.router_weights = in.find("router_weights")->data<float>();
+  const auto inputs = ref::run_reference(q, ref::ReferenceMode::contract);  // only for its input tensors
+  const gpu::MoeInputs mi = moe_inputs(inputs.ranks[0]);
   for (int pass = 0; pass < 4; ++pass) {  // forward, backward; with pull, then with push dispatch
     gpu::MoeOptions o;
     o.pull_forward = o.pull_backward = pass < 2;
