@@ -108,9 +108,9 @@ if [ "${GATE:-0}" = 1 ]; then  # the megakernel gate matrix (scripts/gate_megake
   log "megakernel gate"
   OMP_NUM_THREADS="$JOBS" bash scripts/gate_megakernel.sh ./build-gpu/cli/calico "$OUT" 2>&1 | tail -40 | tee -a "$OUT/gpu.log" || status=1
 fi
-if [ "${L2PROBE:-0}" = 1 ]; then  # TMA loads from L2 / HBM on all SMs (megakernel/probes/README.md)
+if [ "${L2PROBE:-0}" = 1 ]; then  # TMA loads from L2 / HBM on all SMs (simulator/probes/README.md)
   log "L2 TMA read probe"
-  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/l2_tma_read megakernel/probes/l2_tma_read.cu \
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/l2_tma_read simulator/probes/l2_tma_read.cu \
     > "$OUT/l2-probe.txt" 2>&1 && timeout 120 /tmp/l2_tma_read >> "$OUT/l2-probe.txt" 2>&1 || status=1
   tail -3 "$OUT/l2-probe.txt" | tee -a "$OUT/gpu.log"
 fi

@@ -11,20 +11,7 @@
 //        chunk x depth                                            -> tma_push_gbps_per_sm, and (with the
 //        peer as source) tma_pull_bytes_in_flight_per_sm by Little's law against the flag round trip
 //   flag round trip between two blocks of one GPU, us               -> fence_ns + flag_write_ns + poll_ns
-#include <cuda_runtime.h>
-
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-
-#define CK(x)                                                                           \
-  do {                                                                                  \
-    cudaError_t e = (x);                                                                \
-    if (e != cudaSuccess) {                                                             \
-      printf("ERR %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__);           \
-      exit(1);                                                                          \
-    }                                                                                   \
-  } while (0)
+#include "probe_common.cuh"
 
 __global__ void lsu_copy(const int4* __restrict__ src, int4* __restrict__ dst, size_t n) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x, s = (size_t)gridDim.x * blockDim.x;
@@ -33,15 +20,11 @@ __global__ void lsu_copy(const int4* __restrict__ src, int4* __restrict__ dst, s
 
 // One thread per block drives `depth` bulk copies of `chunk` bytes in flight: global -> shared
 // (cp.async.bulk with an mbarrier), then shared -> global (cp.async.bulk.global.shared::cta + bulk_group).
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __global__ void tma_copy(const char* __restrict__ src, char* __restrict__ dst, size_t bytes, int chunk, int depth) {
   extern __shared__ __align__(128) char buf[];
   __shared__ __align__(8) uint64_t bar[16];
   if (threadIdx.x != 0) return;
-  for (int d = 0; d < depth; ++d)
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[d])));
+  for (int d = 0; d < depth; ++d) mbar_init_one(&bar[d]);
   asm volatile("fence.mbarrier_init.release.cluster;");
   uint32_t phase[16] = {};
   const size_t step = (size_t)gridDim.x * chunk * depth;
@@ -49,23 +32,12 @@ __global__ void tma_copy(const char* __restrict__ src, char* __restrict__ dst, s
     for (int d = 0; d < depth; ++d) {
       const size_t off = base + (size_t)d * chunk;
       if (off >= bytes) break;
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&bar[d])), "r"(chunk));
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-              smem_addr(buf + d * chunk)),
-          "l"(src + off), "r"(chunk), "r"(smem_addr(&bar[d]))
-          : "memory");
+      bulk_load(buf + d * chunk, src + off, chunk, &bar[d]);
     }
     for (int d = 0; d < depth; ++d) {
       const size_t off = base + (size_t)d * chunk;
       if (off >= bytes) break;
-      uint32_t done = 0;
-      while (!done)
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-            : "=r"(done)
-            : "r"(smem_addr(&bar[d])), "r"(phase[d]));
-      phase[d] ^= 1;
+      mbar_wait_flip(&bar[d], phase[d]);
       asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + off),
                    "r"(smem_addr(buf + d * chunk)), "r"(chunk)
                    : "memory");
@@ -89,13 +61,6 @@ __global__ void pingpong(volatile int* a, volatile int* b, int iters) {
       __threadfence();
     }
   }
-}
-
-static float time_ms(cudaEvent_t e1, cudaEvent_t e2) {
-  float ms;
-  CK(cudaEventSynchronize(e2));
-  CK(cudaEventElapsedTime(&ms, e1, e2));
-  return ms;
 }
 
 static void run_copies(const char* label, char* src, char* dst, size_t bytes, int sms) {

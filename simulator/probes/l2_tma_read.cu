@@ -6,28 +6,11 @@
 // patterns: "shared" (every CTA walks the same set from its own offset: operands several CTAs read, like
 // the weights of one expert) and "disjoint" (each CTA its own slice).
 //
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/l2 megakernel/probes/l2_tma_read.cu
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/l2 simulator/probes/l2_tma_read.cu
 //   /tmp/l2                       # one line per (pattern, set, CTAs, chunk x depth): GB/s total and per SM
-#include <cuda_runtime.h>
-
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-
-#define CK(x)                                                                 \
-  do {                                                                        \
-    cudaError_t e = (x);                                                      \
-    if (e != cudaSuccess) {                                                   \
-      printf("ERR %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
-      exit(1);                                                                \
-    }                                                                         \
-  } while (0)
+#include "probe_common.cuh"
 
 constexpr int kMaxDepth = 16;
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // One thread per CTA: `loads` bulk loads of `chunk` bytes, `depth` in flight, from offsets that step through
 // the working set [src, src + set). shared: CTA b starts at offset b * chunk * depth of the same set;
@@ -37,7 +20,7 @@ __global__ void l2_read(const char* __restrict__ src, size_t set, int chunk, int
   extern __shared__ __align__(128) char buf[];
   __shared__ __align__(8) uint64_t bar[kMaxDepth];
   if (threadIdx.x != 0) return;
-  for (int d = 0; d < depth; ++d) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[d])));
+  for (int d = 0; d < depth; ++d) mbar_init_one(&bar[d]);
   asm volatile("fence.mbarrier_init.release.cluster;");
   const size_t slice = shared ? set : set / gridDim.x;
   const size_t base = shared ? (size_t)blockIdx.x * chunk * depth % set : (size_t)blockIdx.x * slice;
@@ -48,30 +31,11 @@ __global__ void l2_read(const char* __restrict__ src, size_t set, int chunk, int
     for (int d = 0; d < depth; ++d) {
       const size_t off = shared ? (base + pos) % span : base + pos % span;
       pos += chunk;
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&bar[d])), "r"(chunk));
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-              smem_addr(buf + d * chunk)),
-          "l"(src + off), "r"(chunk), "r"(smem_addr(&bar[d]))
-          : "memory");
+      bulk_load(buf + d * chunk, src + off, chunk, &bar[d]);
     }
-    for (int d = 0; d < depth; ++d) {
-      uint32_t done = 0;
-      while (!done)
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-            : "=r"(done)
-            : "r"(smem_addr(&bar[d])), "r"(phase[d]));
-      phase[d] ^= 1;
-    }
+    for (int d = 0; d < depth; ++d) mbar_wait_flip(&bar[d], phase[d]);
   }
   atomicAdd(sink, static_cast<unsigned long long>(buf[0]));  // keep the loads observable
-}
-
-static float time_ms(cudaEvent_t a, cudaEvent_t b) {
-  float ms = 0;
-  CK(cudaEventElapsedTime(&ms, a, b));
-  return ms;
 }
 
 int main() {
