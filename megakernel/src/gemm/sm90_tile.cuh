@@ -39,10 +39,17 @@ constexpr int kProducerThreads = 128;
 template <bool KMajor>
 using SwizzleAtom = std::conditional_t<KMajor, cute::GMMA::Layout_K_SW128_Atom<bf16_t>,
                                        cute::GMMA::Layout_MN_SW128_Atom<bf16_t>>;
-// (BMN, BK, stage) operand tile in shared memory.
+// (BMN, BK, stage) operand tile in shared memory. NOTE: an MN-major tile repeats its 64 x 8 swizzle atom along
+// K first (as CUTLASS's SM90 collectives do), so each 64-wide MN strip of a stage is one contiguous 8 KB block
+// and TMA fills it with one 64 x 64 box; repeating along MN first made every box 64 x 8 (1 KB): 48 TMA
+// instructions per weight-gradient k-tile instead of 6. The wgmma read the same values either way (the
+// descriptors follow the layout), so no bit changes.
+template <bool KMajor>
+using AtomOrder = std::conditional_t<KMajor, cute::Step<cute::_1, cute::_2, cute::_3>, cute::Step<cute::_2, cute::_1, cute::_3>>;
 template <int BMN, bool KMajor>
 using SmemLayout = decltype(cute::tile_to_shape(SwizzleAtom<KMajor>{},
-                                                cute::Shape<cute::Int<BMN>, cute::Int<kBK>, cute::Int<kStages>>{}));
+                                                cute::Shape<cute::Int<BMN>, cute::Int<kBK>, cute::Int<kStages>>{},
+                                                AtomOrder<KMajor>{}));
 
 // Global operands are 3-D (MN, K, L): L is the expert for weights (so a tile never reads a neighbouring
 // expert: out-of-bounds rows and columns are zero-filled) and 1 for activations.
@@ -218,9 +225,11 @@ __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s,
 // One k-tile's batch of four steps stays in flight while the next one is issued (the order of the steps on
 // the accumulator is unchanged: wgmma of one warpgroup complete in issue order); a stage is released once
 // the batch that read it has completed.
+// `wait_slot`: a second profile slot for the full waits (the backward's per-GEMM-kind slot), or -1.
 template <class FenceAcc, class MmaStep>
 __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
-                                             int task, FenceAcc&& fence_acc, MmaStep&& mma_step) {
+                                             int task, FenceAcc&& fence_acc, MmaStep&& mma_step,
+                                             int wait_slot = -1) {
   using namespace cute;
   const bool leader = (threadIdx.x % 32) == 0;  // each warp releases the stages its wgmma read
   // NOTE: a failed wait does not leave the loop (the launch is aborting and every later wait returns at
@@ -228,8 +237,11 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
   bool ok = true;
   int previous = -1;  // the stage read by the batch still in flight
   const long long c0 = clock64();
+  long long waited = 0;  // profile only: two clock reads per k-tile, no branch near the wgmma
   for (int kt = 0; kt < k_tiles; ++kt) {
+    const long long w0 = clock64();
     const bool got = mbar_wait(sc, &s.full[ps.stage], ps.phase, kStagePipelineFull, task, kCounterMbarFull, ps.stage);
+    waited += clock64() - w0;
     ok = ok && got;
     fence_acc();
     warpgroup_arrive();
@@ -248,6 +260,8 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
   if (sc.profile != nullptr && threadIdx.x == 128) {
     profile_add(sc, kProfMainloop, clock64() - c0);
     profile_add(sc, kProfKtiles, k_tiles);
+    profile_add(sc, kProfFullWait, waited);
+    if (wait_slot >= 0) profile_add(sc, wait_slot, waited);
   }
   return ok;
 }

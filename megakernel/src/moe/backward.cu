@@ -284,10 +284,13 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
   const long long cm = profile_lap(p.sync, kProfCarryIn, c0, ctid);
   const bool ok = consume_tile(
       p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
-      [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
+      [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); },
+      kProfFullWaitDgradH + (main_slot - kProfMainDgradH));
   if (!ok) return false;
   const long long c1 = profile_lap(p.sync, main_slot, cm, ctid);
-  static_assert(kProfMainWgrad - kProfMainDgradH == kProfKtilesWgrad - kProfKtilesDgradH, "slots in the same order");
+  static_assert(kProfMainWgrad - kProfMainDgradH == kProfKtilesWgrad - kProfKtilesDgradH &&
+                    kProfMainWgrad - kProfMainDgradH == kProfFullWaitWgrad - kProfFullWaitDgradH,
+                "slots in the same order");
   if (ctid == 0) profile_add(p.sync, kProfKtilesDgradH + (main_slot - kProfMainDgradH), k_tiles);
   epilogue(acc, coord);
   profile_lap(p.sync, kProfEpilogue, c1, ctid);

@@ -503,6 +503,12 @@ std::string MoeLayer::profile_report() {
                        per_ktile(mk::kProfMainDgradX, mk::kProfKtilesDgradX),
                        per_ktile(mk::kProfMainWgrad, mk::kProfKtilesWgrad));
     r += "\n";
+    r += fmt::format("  of the main loops, waiting for full stages (every cycle of those waits): {:.2f}",
+                     per(c[mk::kProfFullWait], n_compute));
+    if (pass == 1)
+      r += fmt::format(" (d_h {:.2f}, d_x_k {:.2f}, weight gradients {:.2f})", per(c[mk::kProfFullWaitDgradH], n_compute),
+                       per(c[mk::kProfFullWaitDgradX], n_compute), per(c[mk::kProfFullWaitWgrad], n_compute));
+    r += "\n";
     r += fmt::format("  data-movement CTAs: {:.2f}\n", per(c[mk::kProfComm], n_comm));
     for (int st = 1; st < mk::kStageCount; ++st)
       if (c[st] > 0) r += fmt::format("  waiting in '{}': {:.2f} per compute CTA\n", stage_name(st), per(c[st], n_compute));

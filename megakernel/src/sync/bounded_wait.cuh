@@ -64,6 +64,9 @@ enum ProfileSlot : int {
   kProfComm,
   // k-tiles run by the main loops above (counts, not cycles): cycles per k-tile = a main-loop slot / its count
   kProfKtiles, kProfKtilesDgradH, kProfKtilesDgradX, kProfKtilesWgrad,
+  // consumers: every cycle of the main loops' full-barrier waits, the first try_wait's own suspension included
+  // (the pipeline-wait slots above count only the waits that outlast it)
+  kProfFullWait, kProfFullWaitDgradH, kProfFullWaitDgradX, kProfFullWaitWgrad,
   kProfSlots
 };
 
