@@ -77,11 +77,17 @@ using OpK256 = TmaOperand<256, true>;    // K-major 256-row tile (down weights a
 using OpMN128 = TmaOperand<128, false>;  // MN-major 128 tile (wgrad A)
 using OpMN256 = TmaOperand<256, false>;  // MN-major 256 tile (dgrad B, wgrad B)
 
+// Epilogue output staging (gemm/tma_store.cuh): per consumer warpgroup, kOutSlots strips of 64 rows x 128 B.
+constexpr int kOutSlots = 2;
+constexpr int kStripBytes = 64 * 128;
+
 // Shared memory of a compute CTA: A stages (16 KB each), B stages (32 KB each: one 256-row tile or a gate
-// half and an up half of 128 rows), the ring's barriers.
+// half and an up half of 128 rows), the epilogues' output strips (32 KB), the ring's barriers. 225 KB of
+// the 227 KB a CTA may have.
 struct GemmSmem {
   alignas(1024) bf16_t a[kStages][kBM * kBK];
   alignas(1024) bf16_t b[kStages][256 * kBK];
+  alignas(1024) uint8_t out[2 * kOutSlots][kStripBytes];
   alignas(8) uint64_t full[kStages];
   alignas(8) uint64_t empty[kStages];
   int next_task;  // the producer warpgroup's current ticket (dynamic walk)

@@ -152,6 +152,12 @@ __device__ __forceinline__ WgradTarget wgrad_target(const BackwardParams& p, con
   return {t.shared ? base : base + static_cast<int64_t>(t.e) * d.I * d.H, t.shared ? d.Is : d.I, d.H};
 }
 
+__device__ __forceinline__ const StoreF32& wgrad_store(const BackwardParams& p, const BwdTask& t) {
+  if (t.kind == kWDown) return t.shared ? p.st_wsd : p.st_wd;
+  if (t.kind == kWGate) return t.shared ? p.st_wsg : p.st_wg;
+  return t.shared ? p.st_wsu : p.st_wu;
+}
+
 // The carried-in accumulator tile (128 rows of 1 KB) is pulled into L2 while the producer runs ahead of the
 // consumers, so their blocking read of it before the chain's first step hits L2 rather than HBM.
 __device__ __forceinline__ void prefetch_carry_in(const BackwardParams& p, const BwdTask& t, int ptid) {
@@ -301,60 +307,84 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
   const int I = t.shared ? p.d.Is : p.d.I;
   const uint16_t* G = t.shared ? p.gs : p.g;
   const uint16_t* U = t.shared ? p.us : p.u;
-  uint16_t* DG = t.shared ? p.dgs : p.dg;
-  uint16_t* DU = t.shared ? p.dus : p.du;
   const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
   const int k_tiles = ceil_div(p.d.H, kBK);
   const bool ok = wide_tile<MmaDgrad, true, false>(
       p, s, ps, id, ctid, k_tiles, kProfMainDgradH, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc); i += 2) {
-          const int m = get<0>(coord(i)), j = t.n * kWideN + get<1>(coord(i));
-          if (j >= I) continue;
-          const int64_t at = static_cast<int64_t>(t.m * kBM + m) * I + j;
-          if (m < t.rows) {
-            const uint32_t g2 = *reinterpret_cast<const uint32_t*>(G + at);
-            const uint32_t u2 = *reinterpret_cast<const uint32_t*>(U + at);
-            const SwigluGrad2 r = swiglu_backward2(acc(i), acc(i + 1), g2, u2, clamp);
-            store_u32(DG + at, r.dg);
-            store_u32(DU + at, r.du);
-          } else if (!t.shared) {  // padding rows: exact zeros (read by the wgrad chains' last step)
-            store_bf16x2(DG + at, 0, 0);
-            store_bf16x2(DU + at, 0, 0);
-          }
-        }
+        // Rounds 2b and 2b + 1: d_g and d_u of columns [64 b, 64 b + 64); the d_u words wait in registers.
+        const StoreBf16& DG = t.shared ? p.st_dgs : p.st_dg;
+        const StoreBf16& DU = t.shared ? p.st_dus : p.st_du;
+        uint32_t du_words[16];
+        store_rounds<8>(
+            s, ctid,
+            [&](int r, uint8_t* strip) {
+              const int b = r / 2;
+              CUTE_UNROLL
+              for (int q = 0; q < 16; ++q) {
+                const int i = 32 * b + 2 * q;
+                const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
+                const uint32_t off = strip_offset<bf16_t>(m % 64, c);
+                if (r % 2 == 1) {
+                  st_shared_u32(strip, off, du_words[q]);
+                  continue;
+                }
+                // Padding rows: exact zeros (read by the wgrad chains' last step); the shared expert's rows
+                // past T and columns past I are clipped by TMA.
+                uint32_t dg = 0, du = 0;
+                if (m < t.rows && j < I) {
+                  const int64_t at = static_cast<int64_t>(t.m * kBM + m) * I + j;
+                  const uint32_t g2 = *reinterpret_cast<const uint32_t*>(G + at);
+                  const uint32_t u2 = *reinterpret_cast<const uint32_t*>(U + at);
+                  const SwigluGrad2 o = swiglu_backward2(acc(i), acc(i + 1), g2, u2, clamp);
+                  dg = o.dg, du = o.du;
+                }
+                st_shared_u32(strip, off, dg);
+                du_words[q] = du;
+              }
+            },
+            [&](int r, int wg, const uint8_t* strip) {
+              tma_store_strip(r % 2 ? DU : DG, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r / 2, 0);
+            });
       });
   if (!ok) return false;
   const long long lap = clock64();
-  fence_proxy_async_global();  // d_g, d_u are read by TMA (d_x_k and wgrad tiles)
-  consumer_barrier();
-  if (ctid == 0 && id != p.skip_signal_task) {
-    signal_add(&p.c_dh[t.shared ? p.d.mtiles_cap + t.m : t.m], 1);
-    signal_add(&p.c_dh_expert[t.shared ? p.d.E : t.e], 1);
+  if (ctid == 0) {  // d_g, d_u are read by TMA (d_x_k and wgrad tiles) once written
+    bulk_wait_all_written();
+    if (id != p.skip_signal_task) {
+      signal_add(&p.c_dh[t.shared ? p.d.mtiles_cap + t.m : t.m], 1);
+      signal_add(&p.c_dh_expert[t.shared ? p.d.E : t.e], 1);
+    }
   }
   profile_lap(p.sync, kProfSignal, lap, ctid);
   return true;
 }
 
 __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
-  const int H = p.d.H;
-  uint16_t* DX = t.shared ? p.dxs : p.dx;
   const int k_tiles = 2 * ceil_div(t.shared ? p.d.Is : p.d.I, kBK);
   const bool ok = wide_tile<MmaDgrad, true, false>(
       p, s, ps, id, ctid, k_tiles, kProfMainDgradX, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc); i += 2) {
-          const int m = get<0>(coord(i)), c = t.n * kWideN + get<1>(coord(i));
-          if (c >= H || m >= t.rows) continue;
-          store_u32(DX + static_cast<int64_t>(t.m * kBM + m) * H + c, bf16x2_from_f32(acc(i), acc(i + 1)));
-        }
+        // Round r: columns [64 r, 64 r + 64). Padding rows hold +0 (their d_g, d_u rows are zeros); the combine
+        // never reads them.
+        const StoreBf16& DX = t.shared ? p.st_dxs : p.st_dx;
+        store_rounds<kWideN / 64>(
+            s, ctid,
+            [&](int r, uint8_t* strip) {
+              CUTE_UNROLL
+              for (int i = 32 * r; i < 32 * r + 32; i += 2) {
+                const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * r;
+                st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), bf16x2_from_f32(acc(i), acc(i + 1)));
+              }
+            },
+            [&](int r, int wg, const uint8_t* strip) { tma_store_strip(DX, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r, 0); });
       });
   if (!ok) return false;
   const long long lap = clock64();
-  consumer_barrier();
-  if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_dx_total, 1);
+  if (ctid == 0) {
+    bulk_wait_all_written();  // the combine reads d_x_k
+    if (id != p.skip_signal_task) signal_add(p.c_dx_total, 1);
+  }
   profile_lap(p.sync, kProfSignal, lap, ctid);
   return true;
 }
@@ -393,13 +423,20 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
           acc(i + 1) = v.y;
         }
       },
-      [&](auto& acc, auto&) {
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc); i += 2) {
-          const int r = (i / 2) % 2, off = 8 * (i / 4);
-          if (rows.row_ok[r] && rows.col0 + off < rows.N)
-            *reinterpret_cast<float2*>(rows.row[r] + off) = make_float2(acc(i), acc(i + 1));
-        }
+      [&](auto& acc, auto& coord) {  // round r: fp32 columns [32 r, 32 r + 32); TMA clips the edges
+        const StoreF32& out = wgrad_store(p, t);
+        store_rounds<kWideN / 32>(
+            s, ctid,
+            [&](int r, uint8_t* strip) {
+              CUTE_UNROLL
+              for (int i = 16 * r; i < 16 * r + 16; i += 2) {
+                const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 32 * r;
+                st_shared_f32x2(strip, strip_offset<float>(m % 64, c), acc(i), acc(i + 1));
+              }
+            },
+            [&](int r, int wg, const uint8_t* strip) {
+              tma_store_strip(out, strip, t.m * 2 + wg, t.n * (kWideN / 32) + r, t.shared ? 0 : t.e);
+            });
       });
   return ok;
 }

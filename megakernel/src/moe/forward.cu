@@ -162,33 +162,37 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
   return wide_tile(p, s, ps, id, ctid, ceil_div(p.d.H, kBK), [&](auto& acc, const auto& coord) {
     long long lap = clock64();
     const bool sh = is_shared(t);
-    const int I = sh ? p.d.Is : p.d.I;
-    uint16_t* G = sh ? p.gs : p.g;
-    uint16_t* U = sh ? p.us : p.u;
-    uint16_t* Hh = sh ? p.hs : p.h;
     const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
+    const StoreBf16* out[3] = {sh ? &p.st_gs : &p.st_g, sh ? &p.st_us : &p.st_u, sh ? &p.st_hs : &p.st_h};
     // NOTE: in the m64n256 accumulator fragment, element i + size/2 is column n + 128 of element i (the column
     // block index is the slowest mode), so each thread holds the gate and the up value of the same (m, j).
     constexpr int kHalf = std::remove_reference_t<decltype(size(acc))>::value / 2;
-    CUTE_UNROLL
-    for (int i = 0; i < kHalf; i += 2) {
-      // NOTE: values first, then predicated stores: no divergent branch between the wgmma of consecutive tiles.
-      const int m = get<0>(coord(i)), j = t.n * kGateUpN + get<1>(coord(i));
-      if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
-      const bool real = m < t.rows, store = j < I && (real || !sh);  // routed padding rows get exact zeros
-      const SwigluOut2 o = swiglu_forward2(acc(i), acc(i + 1), acc(i + kHalf), acc(i + 1 + kHalf), clamp);
-      const int64_t at = store ? static_cast<int64_t>(t.m * kBM + m) * I + j : 0;
-      if (store) {
-        store_u32(G + at, real ? o.g : 0u);
-        store_u32(U + at, real ? o.u : 0u);
-        store_u32(Hh + at, real ? o.h : 0u);
-      }
-    }
+    // Round 3b + k: g (k = 0), u (1), h (2) of columns [64 b, 64 b + 64) of the tile's 128. Routed padding
+    // rows get exact zeros; the shared expert's rows past T and columns past I are clipped by TMA.
+    store_rounds<3 * (kGateUpN / 64)>(
+        s, ctid,
+        [&](int r, uint8_t* strip) {
+          const int b = r / 3, k = r % 3;
+          CUTE_UNROLL
+          for (int i = 32 * b; i < 32 * b + 32; i += 2) {
+            if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
+            const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b;
+            uint32_t w;
+            if (k == 0) w = bf16x2_from_f32(acc(i), acc(i + 1));
+            else if (k == 1) w = bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf));
+            else w = swiglu_forward2(acc(i), acc(i + 1), acc(i + kHalf), acc(i + 1 + kHalf), clamp).h;
+            st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), m < t.rows ? w : 0u);
+          }
+        },
+        [&](int r, int wg, const uint8_t* strip) {
+          tma_store_strip(*out[r % 3], strip, t.m * 2 + wg, t.n * (kGateUpN / 64) + r / 3, 0);
+        });
     profile_lap(p.sync, kProfEpiGateUp, lap, ctid);
     lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
-    fence_proxy_async_global();  // h is read by TMA in the down tiles
-    consumer_barrier();
-    if (ctid == 0 && id != p.skip_signal_task) signal_add(gateup_counter(p, t), 1);
+    if (ctid == 0) {
+      bulk_wait_all_written();  // h is read by TMA in the down tiles
+      if (id != p.skip_signal_task) signal_add(gateup_counter(p, t), 1);
+    }
     profile_lap(p.sync, kProfSignal, lap, ctid);
   });
 }
@@ -197,17 +201,24 @@ __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps,
   const bool sh = is_shared(t);
   return wide_tile(p, s, ps, id, ctid, ceil_div(sh ? p.d.Is : p.d.I, kBK), [&](auto& acc, const auto& coord) {
     long long lap = clock64();
-    const int H = p.d.H;
-    uint16_t* Y = sh ? p.ys : p.y;
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc); i += 2) {
-      const int m = get<0>(coord(i)), c = t.n * kWideN + get<1>(coord(i));
-      const uint32_t y = bf16x2_from_f32(acc(i), acc(i + 1));
-      if (c < H && m < t.rows) store_u32(Y + static_cast<int64_t>(t.m * kBM + m) * H + c, y);
-    }
+    // Round r: columns [64 r, 64 r + 64). Routed padding rows hold +0 (their h rows are zeros); the combine
+    // never reads them.
+    const StoreBf16& Y = sh ? p.st_ys : p.st_y;
+    store_rounds<kWideN / 64>(
+        s, ctid,
+        [&](int r, uint8_t* strip) {
+          CUTE_UNROLL
+          for (int i = 32 * r; i < 32 * r + 32; i += 2) {
+            const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * r;
+            st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), bf16x2_from_f32(acc(i), acc(i + 1)));
+          }
+        },
+        [&](int r, int wg, const uint8_t* strip) { tma_store_strip(Y, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r, 0); });
     lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
-    consumer_barrier();
-    if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_down_total, 1);
+    if (ctid == 0) {
+      bulk_wait_all_written();  // the combine reads y
+      if (id != p.skip_signal_task) signal_add(p.c_down_total, 1);
+    }
     profile_lap(p.sync, kProfSignal, lap, ctid);
   });
 }

@@ -55,6 +55,19 @@ mk::TmaOperand<BMN, KMajor> make_operand(const uint16_t* ptr, int mn, int k, int
   return op;
 }
 
+// A row-major output [L, rows, cols] the epilogues store by strips (gemm/tma_store.cuh).
+template <class T, class P>
+mk::StoreOperand<T> store_rows(P* ptr, int rows, int cols, int L = 1) {
+  using namespace cute;
+  static_assert(sizeof(T) == sizeof(P));
+  mk::StoreOperand<T> op;
+  auto g = make_tensor(make_gmem_ptr(reinterpret_cast<T*>(ptr)), make_shape(rows, cols, L),
+                       make_stride(static_cast<int64_t>(cols), _1{}, static_cast<int64_t>(rows) * cols));
+  op.atom = make_tma_atom(SM90_TMA_STORE{}, g, mk::StripLayout<T>{}, Shape<_64, Int<mk::kStripCols<T>>>{});
+  op.rows = rows, op.cols = cols, op.l = L;
+  return op;
+}
+
 // Row-major activations [rows, cols]: as a K-major operand (MN = rows, K = cols) ...
 template <int BMN>
 mk::TmaOperand<BMN, true> rows_as_k_major(const uint16_t* p, int rows, int cols) {
@@ -264,7 +277,15 @@ struct MoeLayer::Impl {
     fp.tma_wu = weight<128>(wu, E, I, H);
     fp.tma_h = rows_as_k_major<128>(h, rows, I);
     fp.tma_wd = weight<256>(wd, E, H, I);
+    fp.st_g = store_rows<mk::bf16_t>(g, rows, I);
+    fp.st_u = store_rows<mk::bf16_t>(u, rows, I);
+    fp.st_h = store_rows<mk::bf16_t>(h, rows, I);
+    fp.st_y = store_rows<mk::bf16_t>(y, rows, H);
     if (Is > 0) {
+      fp.st_gs = store_rows<mk::bf16_t>(gs, T, Is);
+      fp.st_us = store_rows<mk::bf16_t>(us, T, Is);
+      fp.st_hs = store_rows<mk::bf16_t>(hs, T, Is);
+      fp.st_ys = store_rows<mk::bf16_t>(ys, T, H);
       fp.tma_x = rows_as_k_major<128>(x, T, H);
       fp.tma_wsg = weight<128>(wsg, 1, Is, H);
       fp.tma_wsu = weight<128>(wsu, 1, Is, H);
@@ -302,7 +323,19 @@ struct MoeLayer::Impl {
     bp.tma_dg_mn = rows_as_k<128>(dg, rows, I);
     bp.tma_du_mn = rows_as_k<128>(du, rows, I);
     bp.tma_h_mn = rows_as_k<256>(h, rows, I);
+    bp.st_dg = store_rows<mk::bf16_t>(dg, rows, I);
+    bp.st_du = store_rows<mk::bf16_t>(du, rows, I);
+    bp.st_dx = store_rows<mk::bf16_t>(dx, rows, H);
+    bp.st_wd = store_rows<float>(d_wd, H, I, E);
+    bp.st_wg = store_rows<float>(d_wg, I, H, E);
+    bp.st_wu = store_rows<float>(d_wu, I, H, E);
     if (Is > 0) {
+      bp.st_dgs = store_rows<mk::bf16_t>(dgs, T, Is);
+      bp.st_dus = store_rows<mk::bf16_t>(dus, T, Is);
+      bp.st_dxs = store_rows<mk::bf16_t>(dxs, T, H);
+      bp.st_wsd = store_rows<float>(d_wsd, H, Is);
+      bp.st_wsg = store_rows<float>(d_wsg, Is, H);
+      bp.st_wsu = store_rows<float>(d_wsu, Is, H);
       bp.tma_dout = rows_as_k_major<128>(d_out, T, H);
       bp.tma_dgs = rows_as_k_major<128>(dgs, T, Is);
       bp.tma_dus = rows_as_k_major<128>(dus, T, Is);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "gemm/sm90_tile.cuh"
+#include "gemm/tma_store.cuh"
 #include "sync/bounded_wait.cuh"
 
 namespace calico::gpu::mk {
@@ -60,6 +61,7 @@ struct ForwardParams {
   int dynamic_walk = 1;      // 0: the static walk
   OpK128 tma_xp, tma_x, tma_wg, tma_wu, tma_wsg, tma_wsu, tma_h, tma_hs;
   OpK256 tma_wd, tma_wsd;
+  StoreBf16 st_g, st_u, st_h, st_y, st_gs, st_us, st_hs, st_ys;  // the epilogues' TMA stores
 };
 
 struct BackwardParams {
@@ -91,6 +93,9 @@ struct BackwardParams {
   // wgrad: A and B MN-major rows (the token dimension is K)
   OpMN128 tma_dy_mn, tma_dout_mn, tma_dg_mn, tma_du_mn, tma_dgs_mn, tma_dus_mn;
   OpMN256 tma_h_mn, tma_hs_mn, tma_xp_mn, tma_x_mn;
+  // the epilogues' TMA stores
+  StoreBf16 st_dg, st_du, st_dx, st_dgs, st_dus, st_dxs;
+  StoreF32 st_wd, st_wg, st_wu, st_wsd, st_wsg, st_wsu;
 };
 
 void launch_forward(const ForwardParams& p, int grid, cudaStream_t stream);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "gemm/sm90_tile.cuh"
+#include "gemm/tma_store.cuh"
 #include "moe/params.cuh"
 #include "sync/bounded_wait.cuh"
 
@@ -105,9 +106,13 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
       break;
     }
     const long long c0 = clock64();
-    if (!consume(ps, plan.decode(id), id, ctid)) return;
+    if (!consume(ps, plan.decode(id), id, ctid)) {
+      if (ctid == 0) bulk_wait_all_written();  // the epilogue strips stay in use until their stores are done
+      return;
+    }
     if (ctid == 0) profile_add(sync, kProfTasks, clock64() - c0);
   }
+  if (ctid == 0) bulk_wait_all_written();  // the weight-gradient tiles' stores (the others waited to signal)
   const long long c1 = clock64();
   tail(ctid);
   if (ctid == 0) profile_add(sync, kProfTail, clock64() - c1);

@@ -1,0 +1,106 @@
+// The epilogues' way out: a tile's results go to global memory through shared memory and TMA stores, so the
+// consumer warpgroups spend a few hundred cycles writing shared memory instead of tens of thousands issuing
+// scattered 4- and 8-byte global stores (the profile's "stores issued"), and the write traffic drains while
+// they run the next tile's main loop.
+//
+// Layout: a *strip* is 64 rows x 128 bytes (64 bf16 or 32 fp32 columns) in the 128-byte swizzle, one TMA box.
+// Each consumer warpgroup (64 rows of the tile) owns kOutSlots strips of GemmSmem::out and writes its 64 rows
+// one strip per *round*; consumer thread 0 issues both warpgroups' boxes of a round as one bulk group. A slot
+// is rewritten kOutSlots rounds later, after `cp.async.bulk.wait_group.read` says its box has been read, so
+// one round's box drains while the next round is written. Every tile stores an even number of rounds, so the
+// slot of round r is r % kOutSlots in every tile and the wait carries over from one tile to the next.
+//
+// NOTE (bits): values are stored exactly as the register epilogues stored them (same conversions, same zero
+// rows); TMA clips rows and columns past the tensor, which the register epilogues skipped.
+#pragma once
+
+#include <cute/atom/copy_traits_sm90_tma.hpp>
+
+#include "gemm/sm90_tile.cuh"
+
+namespace calico::gpu::mk {
+
+template <class T>
+constexpr int kStripCols = 128 / static_cast<int>(sizeof(T));
+template <class T>
+using StripLayout = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{},
+                                                 cute::Shape<cute::_64, cute::Int<kStripCols<T>>>{}));
+template <class T>
+using StoreAtom = decltype(cute::make_tma_atom(
+    cute::SM90_TMA_STORE{},
+    cute::make_tensor(cute::make_gmem_ptr(static_cast<T*>(nullptr)), GmemShape{}, StrideKMajor{}),
+    StripLayout<T>{}, cute::Shape<cute::_64, cute::Int<kStripCols<T>>>{}));
+
+// A row-major output [rows, cols] per l (l: the expert of a weight gradient, else 1), stored by strips.
+template <class T>
+struct StoreOperand {
+  StoreAtom<T> atom;
+  int rows = 0, cols = 0, l = 0;
+};
+using StoreBf16 = StoreOperand<bf16_t>;
+using StoreF32 = StoreOperand<float>;
+
+// Byte offset of column c (an even column: pairs never straddle a 16-byte chunk) of strip row r: the 128-byte
+// swizzle XORs the 16-byte chunk index with r % 8 (CuTe's Layout_K_SW128_Atom, which the TMA atom was built
+// from; the GPU tests compare every stored byte with the reference, so a disagreement cannot pass).
+template <class T>
+__device__ __forceinline__ uint32_t strip_offset(int r, int c) {
+  const uint32_t byte = static_cast<uint32_t>(c) * sizeof(T);
+  return static_cast<uint32_t>(r) * 128u + ((((byte >> 4) ^ static_cast<uint32_t>(r)) & 7u) << 4) + (byte & 15u);
+}
+__device__ __forceinline__ void st_shared_u32(uint8_t* strip, uint32_t off, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(smem_addr(strip) + off), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_f32x2(uint8_t* strip, uint32_t off, float a, float b) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem_addr(strip) + off), "f"(a), "f"(b) : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {  // the boxes of all but the newest N groups have been read
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// Every box this thread issued is written (visible in global memory), then ordered before this thread's later
+// generic-proxy accesses (the release of a counter that other CTAs acquire).
+__device__ __forceinline__ void bulk_wait_all_written() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+  fence_proxy_async_global();
+}
+
+// TMA store of one strip: rows [64 * row64, +64), columns [kStripCols * strip, +kStripCols) of l. Nothing is
+// issued for a box wholly past the tensor (TMA clips the partial ones).
+template <class T>
+__device__ __forceinline__ void tma_store_strip(const StoreOperand<T>& op, const uint8_t* smem, int row64,
+                                                int strip, int l) {
+  using namespace cute;
+  if (row64 * 64 >= op.rows || strip * kStripCols<T> >= op.cols) return;
+  Tensor m = op.atom.get_tma_tensor(make_shape(op.rows, op.cols, op.l));
+  Tensor g = local_tile(m, Shape<_64, Int<kStripCols<T>>>{}, make_coord(row64, strip, l));
+  Tensor s = make_tensor(make_smem_ptr(reinterpret_cast<const T*>(smem)), StripLayout<T>{});
+  auto [tg, ts] = tma_partition(op.atom, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s), group_modes<0, 2>(g));
+  copy(op.atom, ts, tg);
+}
+
+// One tile's rounds. fill(r, strip): this thread writes its values of round r into its warpgroup's strip
+// (r is a compile-time index after unrolling: the accumulator fragment stays in registers). issue(r, wg,
+// strip): consumer thread 0 stores warpgroup wg's strip of round r.
+template <int kRounds, class Fill, class Issue>
+__device__ __forceinline__ void store_rounds(GemmSmem& s, int ctid, Fill&& fill, Issue&& issue) {
+  static_assert(kRounds % kOutSlots == 0, "every tile ends on the same slot (see the header)");
+  const int wg = ctid / 128;
+  CUTE_UNROLL
+  for (int r = 0; r < kRounds; ++r) {
+    if (ctid == 0) bulk_wait_read<kOutSlots - 1>();  // this round's slots: read out kOutSlots rounds ago
+    consumer_barrier();
+    fill(r, s.out[wg * kOutSlots + r % kOutSlots]);
+    fence_proxy_async_shared();  // generic writes -> the TMA engine's reads
+    consumer_barrier();
+    if (ctid == 0) {
+      issue(r, 0, s.out[r % kOutSlots]);
+      issue(r, 1, s.out[kOutSlots + r % kOutSlots]);
+      bulk_commit();
+    }
+  }
+}
+
+}  // namespace calico::gpu::mk
