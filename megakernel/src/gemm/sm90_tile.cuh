@@ -77,6 +77,9 @@ using OpK256 = TmaOperand<256, true>;    // K-major 256-row tile (down weights a
 using OpMN128 = TmaOperand<128, false>;  // MN-major 128 tile (wgrad A)
 using OpMN256 = TmaOperand<256, false>;  // MN-major 256 tile (dgrad B, wgrad B)
 
+constexpr int kTaskRing = 8;  // entries of the dynamic walk's task ring (moe/persistent.cuh)
+constexpr int kRingInts = 8;  // per entry: the task index and the decoded task
+
 // Epilogue output staging (gemm/tma_store.cuh): per consumer warpgroup, kOutSlots strips of 64 rows x 128 B.
 constexpr int kOutSlots = 2;
 constexpr int kStripBytes = 64 * 128;
@@ -92,6 +95,7 @@ struct GemmSmem {
   alignas(8) uint64_t empty[kStages];
   int next_task;  // the producer warpgroup's current ticket (dynamic walk)
   int task_slot[4];
+  int ring[kTaskRing][kRingInts];  // the dynamic walk's tasks, index and decoded (moe/persistent.cuh)
 };
 constexpr int kNoTask = -1;
 

@@ -295,11 +295,13 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
   if (!ok) return false;
   const long long c1 = profile_lap(p.sync, main_slot, cm, ctid);
   static_assert(kProfMainWgrad - kProfMainDgradH == kProfKtilesWgrad - kProfKtilesDgradH &&
-                    kProfMainWgrad - kProfMainDgradH == kProfFullWaitWgrad - kProfFullWaitDgradH,
+                    kProfMainWgrad - kProfMainDgradH == kProfFullWaitWgrad - kProfFullWaitDgradH &&
+                    kProfMainWgrad - kProfMainDgradH == kProfEpiWgrad - kProfEpiDgradH,
                 "slots in the same order");
   if (ctid == 0) profile_add(p.sync, kProfKtilesDgradH + (main_slot - kProfMainDgradH), k_tiles);
   epilogue(acc, coord);
   profile_lap(p.sync, kProfEpilogue, c1, ctid);
+  profile_lap(p.sync, kProfEpiDgradH + (main_slot - kProfMainDgradH), c1, ctid);
   return true;
 }
 
@@ -317,7 +319,7 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
         const StoreBf16& DU = t.shared ? p.st_dus : p.st_du;
         uint32_t du_words[16];
         store_rounds<8>(
-            s, ctid,
+            p.sync, s, ctid,
             [&](int r, uint8_t* strip) {
               const int b = r / 2;
               CUTE_UNROLL
@@ -344,17 +346,15 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
               }
             },
             [&](int r, int wg, const uint8_t* strip) {
-              tma_store_strip(r % 2 ? DU : DG, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r / 2, 0);
+              store_strip(r % 2 ? DU : DG, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r / 2, 0, ctid);
             });
       });
   if (!ok) return false;
   const long long lap = clock64();
-  if (ctid == 0) {  // d_g, d_u are read by TMA (d_x_k and wgrad tiles) once written
-    bulk_wait_all_written();
-    if (id != p.skip_signal_task) {
-      signal_add(&p.c_dh[t.shared ? p.d.mtiles_cap + t.m : t.m], 1);
-      signal_add(&p.c_dh_expert[t.shared ? p.d.E : t.e], 1);
-    }
+  epilogue_stores_visible(ctid);  // d_g, d_u are read by TMA (d_x_k and wgrad tiles)
+  if (ctid == 0 && id != p.skip_signal_task) {
+    signal_add(&p.c_dh[t.shared ? p.d.mtiles_cap + t.m : t.m], 1);
+    signal_add(&p.c_dh_expert[t.shared ? p.d.E : t.e], 1);
   }
   profile_lap(p.sync, kProfSignal, lap, ctid);
   return true;
@@ -369,7 +369,7 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
         // never reads them.
         const StoreBf16& DX = t.shared ? p.st_dxs : p.st_dx;
         store_rounds<kWideN / 64>(
-            s, ctid,
+            p.sync, s, ctid,
             [&](int r, uint8_t* strip) {
               CUTE_UNROLL
               for (int i = 32 * r; i < 32 * r + 32; i += 2) {
@@ -377,14 +377,12 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
                 st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), bf16x2_from_f32(acc(i), acc(i + 1)));
               }
             },
-            [&](int r, int wg, const uint8_t* strip) { tma_store_strip(DX, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r, 0); });
+            [&](int r, int wg, const uint8_t* strip) { store_strip(DX, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r, 0, ctid); });
       });
   if (!ok) return false;
   const long long lap = clock64();
-  if (ctid == 0) {
-    bulk_wait_all_written();  // the combine reads d_x_k
-    if (id != p.skip_signal_task) signal_add(p.c_dx_total, 1);
-  }
+  epilogue_stores_visible(ctid);  // the combine reads d_x_k
+  if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_dx_total, 1);
   profile_lap(p.sync, kProfSignal, lap, ctid);
   return true;
 }
@@ -426,7 +424,7 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
       [&](auto& acc, auto& coord) {  // round r: fp32 columns [32 r, 32 r + 32); TMA clips the edges
         const StoreF32& out = wgrad_store(p, t);
         store_rounds<kWideN / 32>(
-            s, ctid,
+            p.sync, s, ctid,
             [&](int r, uint8_t* strip) {
               CUTE_UNROLL
               for (int i = 16 * r; i < 16 * r + 16; i += 2) {
@@ -435,7 +433,7 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
               }
             },
             [&](int r, int wg, const uint8_t* strip) {
-              tma_store_strip(out, strip, t.m * 2 + wg, t.n * (kWideN / 32) + r, t.shared ? 0 : t.e);
+              store_strip(out, strip, t.m * 2 + wg, t.n * (kWideN / 32) + r, t.shared ? 0 : t.e, ctid);
             });
       });
   return ok;
@@ -493,7 +491,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   GemmSmem& s = gemm_smem(smem_raw);
   const BwdPlan plan(p);
   run_persistent(
-      p.sync, p.n_comm, s, plan, p.c_task, p.task_ring, p.dynamic_walk != 0, [&] { backward_comm(p, plan, s); },
+      p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&] { backward_comm(p, plan, s); },
       [&](PipeState& ps, const BwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
       [&](PipeState& ps, const BwdTask& t, int id, int ctid) {
         bool ok;

@@ -170,7 +170,7 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
     // Round 3b + k: g (k = 0), u (1), h (2) of columns [64 b, 64 b + 64) of the tile's 128. Routed padding
     // rows get exact zeros; the shared expert's rows past T and columns past I are clipped by TMA.
     store_rounds<3 * (kGateUpN / 64)>(
-        s, ctid,
+        p.sync, s, ctid,
         [&](int r, uint8_t* strip) {
           const int b = r / 3, k = r % 3;
           CUTE_UNROLL
@@ -185,14 +185,12 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
           }
         },
         [&](int r, int wg, const uint8_t* strip) {
-          tma_store_strip(*out[r % 3], strip, t.m * 2 + wg, t.n * (kGateUpN / 64) + r / 3, 0);
+          store_strip(*out[r % 3], strip, t.m * 2 + wg, t.n * (kGateUpN / 64) + r / 3, 0, ctid);
         });
     profile_lap(p.sync, kProfEpiGateUp, lap, ctid);
     lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
-    if (ctid == 0) {
-      bulk_wait_all_written();  // h is read by TMA in the down tiles
-      if (id != p.skip_signal_task) signal_add(gateup_counter(p, t), 1);
-    }
+    epilogue_stores_visible(ctid);  // h is read by TMA in the down tiles
+    if (ctid == 0 && id != p.skip_signal_task) signal_add(gateup_counter(p, t), 1);
     profile_lap(p.sync, kProfSignal, lap, ctid);
   });
 }
@@ -205,7 +203,7 @@ __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps,
     // never reads them.
     const StoreBf16& Y = sh ? p.st_ys : p.st_y;
     store_rounds<kWideN / 64>(
-        s, ctid,
+        p.sync, s, ctid,
         [&](int r, uint8_t* strip) {
           CUTE_UNROLL
           for (int i = 32 * r; i < 32 * r + 32; i += 2) {
@@ -213,12 +211,10 @@ __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps,
             st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), bf16x2_from_f32(acc(i), acc(i + 1)));
           }
         },
-        [&](int r, int wg, const uint8_t* strip) { tma_store_strip(Y, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r, 0); });
+        [&](int r, int wg, const uint8_t* strip) { store_strip(Y, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r, 0, ctid); });
     lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
-    if (ctid == 0) {
-      bulk_wait_all_written();  // the combine reads y
-      if (id != p.skip_signal_task) signal_add(p.c_down_total, 1);
-    }
+    epilogue_stores_visible(ctid);  // the combine reads y
+    if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_down_total, 1);
     profile_lap(p.sync, kProfSignal, lap, ctid);
   });
 }
@@ -259,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   GemmSmem& s = gemm_smem(smem_raw);
   const FwdPlan plan(p);
   run_persistent(
-      p.sync, p.n_comm, s, plan, p.c_task, p.task_ring, p.dynamic_walk != 0, [&] { forward_comm(p, plan, s); },
+      p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&] { forward_comm(p, plan, s); },
       [&](PipeState& ps, const FwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
       [&](PipeState& ps, const FwdTask& t, int id, int ctid) {
         return (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) ? consume_gateup(p, s, ps, t, id, ctid)

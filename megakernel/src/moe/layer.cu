@@ -64,7 +64,7 @@ mk::StoreOperand<T> store_rows(P* ptr, int rows, int cols, int L = 1) {
   auto g = make_tensor(make_gmem_ptr(reinterpret_cast<T*>(ptr)), make_shape(rows, cols, L),
                        make_stride(static_cast<int64_t>(cols), _1{}, static_cast<int64_t>(rows) * cols));
   op.atom = make_tma_atom(SM90_TMA_STORE{}, g, mk::StripLayout<T>{}, Shape<_64, Int<mk::kStripCols<T>>>{});
-  op.rows = rows, op.cols = cols, op.l = L;
+  op.ptr = reinterpret_cast<T*>(ptr), op.rows = rows, op.cols = cols, op.l = L;
   return op;
 }
 
@@ -153,7 +153,6 @@ struct MoeLayer::Impl {
   float *d_rw, *d_wg, *d_wu, *d_wd, *d_wsg = nullptr, *d_wsu = nullptr, *d_wsd = nullptr;
   int *sched_ints, *scratch, *counters_fwd, *counters_bwd, *abort_flag;
   size_t n_counters_fwd = 0, n_counters_bwd = 0;
-  int* task_ring = nullptr;
   mk::ErrorRecord* error = nullptr;
   unsigned long long* profile = nullptr;  // [2][kProfSlots]: forward, backward
   mk::DeviceSchedule sch;
@@ -244,7 +243,6 @@ struct MoeLayer::Impl {
     scratch = i32(mk::schedule_scratch_ints(d.T, d.E));
     n_counters_fwd = mtc + (mtc + mts) + 3;
     counters_fwd = i32(n_counters_fwd);
-    task_ring = i32(static_cast<size_t>(ctas) * mk::kTaskRing);  // both passes use it, one after the other
     n_counters_bwd = mtc + E + (mtc + mts) + (E + 1) + 3;
     counters_bwd = i32(n_counters_bwd);
     abort_flag = i32(1);
@@ -270,7 +268,6 @@ struct MoeLayer::Impl {
     fp.c_down_total = fp.c_gateup + d.mtiles_cap + d.shared_mtiles();
     fp.c_tail = fp.c_down_total + 1;
     fp.c_task = fp.c_tail + 1;
-    fp.task_ring = task_ring;
     fp.dynamic_walk = opt.dynamic_walk;
     if (!opt.pull_forward) fp.tma_xp = rows_as_k_major<128>(xp, rows, H);
     fp.tma_wg = weight<128>(wg, E, I, H);
@@ -310,7 +307,6 @@ struct MoeLayer::Impl {
     bp.c_dx_total = bp.c_dh_expert + E + 1;
     bp.c_tail = bp.c_dx_total + 1;
     bp.c_task = bp.c_tail + 1;
-    bp.task_ring = task_ring;
     bp.dynamic_walk = opt.dynamic_walk;
     bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
     bp.tma_dy_mn = rows_as_k<128>(dy, rows, H);
@@ -522,6 +518,11 @@ std::string MoeLayer::profile_report() {
                      per(c[mk::kProfEpilogue], n_compute), per(c[mk::kProfSignal], n_compute),
                      per(c[mk::kProfCarryIn], n_compute));
     if (pass == 0) r += fmt::format("  of which gate/up epilogues {:.2f}\n", per(c[mk::kProfEpiGateUp], n_compute));
+    if (pass == 1)
+      r += fmt::format("  epilogues by GEMM: d_h {:.2f}, d_x_k {:.2f}, weight gradients {:.2f}\n",
+                       per(c[mk::kProfEpiDgradH], n_compute), per(c[mk::kProfEpiDgradX], n_compute),
+                       per(c[mk::kProfEpiWgrad], n_compute));
+    r += fmt::format("  of the epilogues, waiting for a free output strip: {:.2f}\n", per(c[mk::kProfStoreWait], n_compute));
     if (pass == 1)
       r += fmt::format("  main loops by GEMM: d_h {:.2f}, d_x_k {:.2f}, weight gradients {:.2f}\n",
                        per(c[mk::kProfMainDgradH], n_compute), per(c[mk::kProfMainDgradX], n_compute),

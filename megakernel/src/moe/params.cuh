@@ -11,7 +11,6 @@
 namespace calico::gpu::mk {
 
 constexpr int kGateUpN = 128;  // gate columns per tile (and as many up columns)
-constexpr int kTaskRing = 8;   // entries per compute CTA of the dynamic walk's task ring (moe/persistent.cuh)
 constexpr int kWideN = 256;    // N of the down, dgrad and wgrad tiles
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -57,7 +56,6 @@ struct ForwardParams {
   uint16_t* out = nullptr;                 // [T,H]
   int *c_dispatched = nullptr, *c_gateup = nullptr, *c_down_total = nullptr, *c_tail = nullptr;
   int* c_task = nullptr;     // the dynamic walk's ticket counter (moe/persistent.cuh)
-  int* task_ring = nullptr;  // kTaskRing ints per compute CTA: the tasks each CTA took (dynamic walk)
   int dynamic_walk = 1;      // 0: the static walk
   OpK128 tma_xp, tma_x, tma_wg, tma_wu, tma_wsg, tma_wsu, tma_h, tma_hs;
   OpK256 tma_wd, tma_wsd;
@@ -85,7 +83,6 @@ struct BackwardParams {
   int *c_dy = nullptr, *c_dy_expert = nullptr, *c_dh = nullptr, *c_dh_expert = nullptr, *c_dx_total = nullptr,
       *c_tail = nullptr;
   int* c_task = nullptr;
-  int* task_ring = nullptr;
   int dynamic_walk = 1;
   // dgrad: A K-major rows, B MN-major weights
   OpK128 tma_dy, tma_dout, tma_dg, tma_du, tma_dgs, tma_dus;

@@ -13,6 +13,9 @@
 
 #include "gemm/sm90_tile.cuh"
 #include "gemm/tma_store.cuh"
+
+#include <cstring>
+#include <type_traits>
 #include "moe/params.cuh"
 #include "sync/bounded_wait.cuh"
 
@@ -27,16 +30,38 @@ __device__ __forceinline__ void producer_barrier() {
 // an entry is rewritten (kTaskRing tasks later) only after every consumer warp has read it and released the
 // stage after (the empty barrier's release/acquire); kTaskRing > kStages.
 static_assert(kTaskRing > kStages);
-__device__ __forceinline__ int* task_ring_entry(int* ring, int ci, int j) { return ring + ci * kTaskRing + j % kTaskRing; }
+
+// A ring entry: the task index and the decoded task, so the consumers start their main loop without the
+// decode's dependent global loads (the schedule's tile and expert tables), which cost thousands of cycles
+// per task with the tensor cores idle.
+template <class Task>
+__device__ __forceinline__ void ring_write(GemmSmem& s, int j, int id, const Task& task) {
+  static_assert(sizeof(Task) <= sizeof(int) * (kRingInts - 1) && std::is_trivially_copyable_v<Task>);
+  int* e = s.ring[j % kTaskRing];
+  e[0] = id;
+  int words[kRingInts - 1] = {};
+  memcpy(words, &task, sizeof(Task));
+#pragma unroll
+  for (int i = 0; i < kRingInts - 1; ++i) e[1 + i] = words[i];
+}
+// Lane 0 of each warp reads, the warp shares it (the empty arrive of the same lane orders the read).
+template <class Task>
+__device__ __forceinline__ int ring_read(const GemmSmem& s, int j, Task& task) {
+  const bool lane0 = (threadIdx.x % 32) == 0;
+  int words[kRingInts];
+#pragma unroll
+  for (int i = 0; i < kRingInts; ++i) words[i] = __shfl_sync(0xffffffffu, lane0 ? s.ring[j % kTaskRing][i] : 0, 0);
+  memcpy(&task, words + 1, sizeof(Task));
+  return words[0];
+}
 
 // The producer's end of a dynamic walk: kNoTask logged, then one more stage, empty (every producer thread
 // arrives, as for a stage without gathered rows; no bytes are expected).
-__device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, PipeState& ps, int ptid,
-                                            int* entry) {
+__device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, PipeState& ps, int ptid, int j) {
   if (!mbar_wait(sc, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, kNoTask, kCounterMbarEmpty, ps.stage))
     return;
   if (ptid == 0) {
-    *reinterpret_cast<volatile int*>(entry) = kNoTask;
+    s.ring[j % kTaskRing][0] = kNoTask;
     mbar_arrive(&s.full[ps.stage]);  // in place of thread 0's arrive.expect_tx
   }
   mbar_arrive(&s.full[ps.stage]);
@@ -44,12 +69,12 @@ __device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, 
 
 // comm(): the data-movement CTA's work; produce(ps, task, id) -> bool (every thread of the producer warpgroup); consume(ps, task, id, ctid) -> bool;
 // tail(ctid): the consumers' share of the tail queue. ticket: the pass's task counter (zeroed before the
-// launch); ring: kTaskRing ints per compute CTA; dynamic: take tasks from the ticket (else the static walk).
+// launch); dynamic: take tasks from the ticket (else the static walk).
 // plan.has_stages(task): false for a task with no k-tile (a weight gradient of an expert without rows: its
 // accumulator stays as it is), which the dynamic walk skips.
 template <class Plan, class Comm, class Produce, class Consume, class Tail>
 __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_comm, GemmSmem& s, const Plan& plan,
-                                               int* ticket, int* ring, bool dynamic, Comm&& comm,
+                                               int* ticket, bool dynamic, Comm&& comm,
                                                Produce&& produce, Consume&& consume, Tail&& tail) {
   if (static_cast<int>(blockIdx.x) < n_comm) {
     const long long c0 = clock64();
@@ -75,18 +100,20 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
         producer_barrier();
         id = s.next_task;
         producer_barrier();  // every thread has read it before thread 0 writes the next one
-        if (id >= plan.total) break;
-        if (!plan.has_stages(plan.decode(id))) continue;  // (every thread: the same id)
-        if (ptid == 0) *reinterpret_cast<volatile int*>(task_ring_entry(ring, ci, logged)) = id;
-        ++logged;
       }
       if (id >= plan.total) break;
+      const auto task = plan.decode(id);
+      if (dynamic) {
+        if (!plan.has_stages(task)) continue;  // (every thread: the same id)
+        if (ptid == 0) ring_write(s, logged, id, task);
+        ++logged;
+      }
       // NOTE: the vote is also the barrier that orders a task's last reads of its gathered stages (produce_tile's
       // `after`) before thread 0's first TMA of the next task into the same stages; every thread leaves together
       // when any wait failed (each produce() returns: its waits are bounded).
-      if (!producer_all(produce(ps, plan.decode(id), id))) return;
+      if (!producer_all(produce(ps, task, id))) return;
     }
-    if (dynamic) publish_end(sync, s, ps, ptid, task_ring_entry(ring, ci, logged));
+    if (dynamic) publish_end(sync, s, ps, ptid, logged);
     return;
   }
   cutlass::arch::warpgroup_reg_alloc<224>();
@@ -94,19 +121,19 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
   PipeState ps;
   for (int j = 0;; ++j) {
     int id = ci + j * nc;
+    decltype(plan.decode(0)) task;
     if (dynamic) {  // task j's first stage is the next one (its full wait repeats at once in consume())
       if (!mbar_wait(sync, &s.full[ps.stage], ps.phase, kStagePipelineFull, kNoTask, kCounterMbarFull, ps.stage))
         return;
-      // lane 0 reads, the warp shares it: the empty arrive of the same lane orders the read (see kTaskRing)
-      int entry = 0;
-      if ((threadIdx.x % 32) == 0) entry = *reinterpret_cast<volatile int*>(task_ring_entry(ring, ci, j));
-      id = __shfl_sync(0xffffffffu, entry, 0);
+      id = ring_read(s, j, task);
       if (id == kNoTask) break;
     } else if (id >= plan.total) {
       break;
+    } else {
+      task = plan.decode(id);
     }
     const long long c0 = clock64();
-    if (!consume(ps, plan.decode(id), id, ctid)) {
+    if (!consume(ps, task, id, ctid)) {
       if (ctid == 0) bulk_wait_all_written();  // the epilogue strips stay in use until their stores are done
       return;
     }

@@ -67,6 +67,8 @@ enum ProfileSlot : int {
   // consumers: every cycle of the main loops' full-barrier waits, the first try_wait's own suspension included
   // (the pipeline-wait slots above count only the waits that outlast it)
   kProfFullWait, kProfFullWaitDgradH, kProfFullWaitDgradX, kProfFullWaitWgrad,
+  kProfEpiDgradH, kProfEpiDgradX, kProfEpiWgrad,  // backward epilogues by GEMM kind (within kProfEpilogue)
+  kProfStoreWait,  // consumer thread 0 waiting for an epilogue strip to be free again (gemm/tma_store.cuh)
   kProfSlots
 };
 
