@@ -25,6 +25,7 @@ struct BenchOptions {
   std::string dispatch = "pull";
   std::string dispatch_backward;  // empty: as --dispatch
   std::string task_walk = "dynamic";
+  std::string weight_grads = "accumulate";
   std::optional<int> comm_sms;           // unset: 0 with pull, 16 with push
   std::optional<int> comm_sms_backward;  // unset: as --comm-sms
   int ctas = 0;
@@ -48,6 +49,9 @@ int bench_command(const BenchOptions& o) {
   require(o.task_walk == "dynamic" || o.task_walk == "static", "--task-walk must be dynamic or static, got '{}'",
           o.task_walk);
   mo.dynamic_walk = o.task_walk == "dynamic";
+  require(o.weight_grads == "accumulate" || o.weight_grads == "overwrite",
+          "--weight-grads must be accumulate or overwrite, got '{}'", o.weight_grads);
+  mo.accumulate_weight_grads = o.weight_grads == "accumulate";
   mo.pull_forward = o.dispatch == "pull";
   mo.pull_backward = dispatch_bwd == "pull";
   const int lo = mo.pull_forward ? 0 : 1, lo_b = mo.pull_backward ? 0 : 1;
@@ -86,6 +90,7 @@ int bench_command(const BenchOptions& o) {
     j["routing"] = o.routing;
     j["dispatch"] = o.dispatch == dispatch_bwd ? o.dispatch : o.dispatch + "/" + dispatch_bwd;
     j["task_walk"] = o.task_walk;
+    j["weight_grads"] = o.weight_grads;
     j["comm_sms"] = mo.comm_ctas_forward;
     j["comm_sms_backward"] = mo.comm_ctas_backward;
     j["iters"] = o.iters;
@@ -122,6 +127,11 @@ Registrar bench("bench", "Time the megakernel layer (forward, forward + backward
   sub.add_option("--comm-sms-backward", o->comm_sms_backward,
                  "Data-movement CTAs of the backward launch (default: as --comm-sms)");
   sub.add_option("--ctas", o->ctas, "CTAs per launch (0 = every SM)")->capture_default_str();
+  sub.add_option("--weight-grads", o->weight_grads,
+                 "accumulate: every weight-gradient chain starts from the carried-in fp32 accumulator (the "
+                 "contract; reads and writes them); overwrite: from +0 (writes only; the same bits as accumulating "
+                 "into zeroed buffers, and what kernels that return fresh gradients do)")
+      ->capture_default_str();
   sub.add_option("--task-walk", o->task_walk,
                  "dynamic: each CTA takes the next task from a counter when ready; static: CTA c takes tasks c, "
                  "c + n, ... (the results are the same bits either way)")

@@ -32,6 +32,8 @@ def name_of(r):
         name += f" {r['dispatch']}"
     if "task_walk" in r:
         name += f" {r['task_walk']}"
+    if r.get("weight_grads", "accumulate") != "accumulate":
+        name += f" dW {r['weight_grads']}"
     return name
 
 

@@ -153,6 +153,34 @@ TEST_F(MegakernelGpu, IdenticalAcrossRunsSmSplitsAndCombineGranularity) {
   }
 }
 
+// Every output of the layer as one byte string, after `backward_passes` forward + backward passes with the
+// options given (the weight gradients accumulate across passes unless told to overwrite).
+std::string layer_output_bytes(const LayerSpec& spec, int T, uint64_t seed, const gpu::MoeOptions& o,
+                               int backward_passes = 1) {
+  RunRequest q = request(spec, T, "zipf:1.5", seed);
+  const auto inputs = ref::run_reference(q, ref::ReferenceMode::contract);  // only for its input tensors
+  const gpu::MoeInputs mi = moe_inputs(inputs.ranks[0]);
+  gpu::MoeLayer layer(spec, T, o);
+  layer.set_inputs(mi);
+  for (int i = 0; i < backward_passes; ++i) {
+    layer.forward();
+    layer.backward();
+  }
+  layer.synchronize();
+  const size_t H = spec.hidden, I = spec.intermediate, E = spec.experts, K = spec.top_k, Is = spec.shared_intermediate;
+  std::vector<uint16_t> out(T * H), dx(T * H);
+  std::vector<float> drw(T * K), dwg(E * I * H), dwu(E * I * H), dwd(E * H * I), dwsg(Is * H), dwsu(Is * H), dwsd(H * Is);
+  gpu::MoeOutputs mo;
+  mo.out = out.data(), mo.d_x = dx.data(), mo.d_router_weights = drw.data();
+  mo.d_w_gate = dwg.data(), mo.d_w_up = dwu.data(), mo.d_w_down = dwd.data();
+  mo.d_ws_gate = dwsg.data(), mo.d_ws_up = dwsu.data(), mo.d_ws_down = dwsd.data();
+  layer.get_outputs(mo);
+  std::string bytes;
+  auto add = [&](const auto& v) { bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0])); };
+  add(out), add(dx), add(drw), add(dwg), add(dwu), add(dwd), add(dwsg), add(dwsu), add(dwsd);
+  return bytes;
+}
+
 // The task walk decides only which CTA runs a task: the dynamic walk (a ticket counter) and the static one
 // give the same bytes in every output, with either dispatch and with few CTAs. The negative control: a
 // different seed of the same shape differs (the comparison sees a change).
@@ -160,31 +188,12 @@ TEST_F(MegakernelGpu, StaticAndDynamicTaskWalksGiveTheSameBits) {
   const LayerSpec spec = shape("mid", 512, 256, 32, 6, 128);
   const int T = 700;
   auto outputs_of = [&](uint64_t seed, bool dynamic, bool pull, int ctas) {
-    RunRequest q = request(spec, T, "zipf:1.5", seed);
-    const auto inputs = ref::run_reference(q, ref::ReferenceMode::contract);  // only for its input tensors
-    const gpu::MoeInputs mi = moe_inputs(inputs.ranks[0]);
     gpu::MoeOptions o;
     o.dynamic_walk = dynamic;
     o.pull_forward = o.pull_backward = pull;
     o.comm_ctas_forward = o.comm_ctas_backward = pull ? 0 : 3;
     o.ctas = ctas;
-    gpu::MoeLayer layer(spec, T, o);
-    layer.set_inputs(mi);
-    layer.forward();
-    layer.backward();
-    layer.synchronize();
-    const size_t H = spec.hidden, I = spec.intermediate, E = spec.experts, K = spec.top_k, Is = spec.shared_intermediate;
-    std::vector<uint16_t> out(T * H), dx(T * H);
-    std::vector<float> drw(T * K), dwg(E * I * H), dwu(E * I * H), dwd(E * H * I), dwsg(Is * H), dwsu(Is * H), dwsd(H * Is);
-    gpu::MoeOutputs mo;
-    mo.out = out.data(), mo.d_x = dx.data(), mo.d_router_weights = drw.data();
-    mo.d_w_gate = dwg.data(), mo.d_w_up = dwu.data(), mo.d_w_down = dwd.data();
-    mo.d_ws_gate = dwsg.data(), mo.d_ws_up = dwsu.data(), mo.d_ws_down = dwsd.data();
-    layer.get_outputs(mo);
-    std::string bytes;
-    auto add = [&](const auto& v) { bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0])); };
-    add(out), add(dx), add(drw), add(dwg), add(dwu), add(dwd), add(dwsg), add(dwsu), add(dwsd);
-    return bytes;
+    return layer_output_bytes(spec, T, seed, o);
   };
   const std::string first = outputs_of(7, true, true, 0);
   EXPECT_TRUE(first == outputs_of(7, false, true, 0)) << "static walk, pull";
@@ -192,6 +201,24 @@ TEST_F(MegakernelGpu, StaticAndDynamicTaskWalksGiveTheSameBits) {
   EXPECT_TRUE(first == outputs_of(7, false, false, 7)) << "static walk, push, 7 CTAs";
   EXPECT_TRUE(first == outputs_of(7, true, true, 5)) << "dynamic walk, pull, 5 CTAs";
   EXPECT_FALSE(first == outputs_of(8, true, true, 0)) << "negative control: another seed must differ";
+}
+
+// Overwrite mode (MoeOptions::accumulate_weight_grads = false) starts every weight-gradient chain at +0, not
+// at the carried-in accumulator: after two passes it holds exactly what accumulate mode holds after one (the
+// chains from zeroed buffers, which the reference comparisons check), with both dispatch paths. Negative
+// control: accumulate mode after two passes differs (the second pass really carried the first one in).
+TEST_F(MegakernelGpu, OverwriteWeightGradsEqualsAccumulatingIntoZeros) {
+  const LayerSpec spec = shape("mid", 512, 256, 32, 6, 128);
+  const int T = 700;
+  for (bool pull : {true, false}) {
+    gpu::MoeOptions o;
+    o.pull_forward = o.pull_backward = pull;
+    o.comm_ctas_forward = o.comm_ctas_backward = pull ? 0 : 3;
+    const std::string once = layer_output_bytes(spec, T, 7, o, 1);
+    EXPECT_FALSE(once == layer_output_bytes(spec, T, 7, o, 2)) << "negative control: accumulate mode, pull " << pull;
+    o.accumulate_weight_grads = false;
+    EXPECT_TRUE(once == layer_output_bytes(spec, T, 7, o, 2)) << "overwrite mode, two passes, pull " << pull;
+  }
 }
 
 // A lost signal (a debug option skips one task's release) ends in an error naming the wait, within 10 s.

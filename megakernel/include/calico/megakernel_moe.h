@@ -31,6 +31,11 @@ struct MoeOptions {
   // The task walk (moe/persistent.cuh): dynamic (a ticket counter: a CTA takes the next task when ready) or
   // static (CTA c takes tasks c, c + n, ...). Results never depend on it.
   bool dynamic_walk = true;
+  // Weight gradients: true (the contract, calico/reference.h): every chain starts from the carried-in fp32
+  // accumulator (d_W += ...). false: from +0, overwriting the buffers (d_W = ...), the same bits as
+  // accumulating into zeroed buffers without reading them: for the first micro-batch of a step, and the
+  // like-for-like benchmark against kernels that write fresh gradients.
+  bool accumulate_weight_grads = true;
   int ctas = 0;                 // CTAs per launch (persistent: at most one per SM); 0 = every SM
   int combine_tokens = 16;      // tokens per combine task (the tail's granularity; results never depend on it)
 #ifdef NDEBUG

@@ -161,6 +161,7 @@ __device__ __forceinline__ const StoreF32& wgrad_store(const BackwardParams& p, 
 // The carried-in accumulator tile (128 rows of 1 KB) is pulled into L2 while the producer runs ahead of the
 // consumers, so their blocking read of it before the chain's first step hits L2 rather than HBM.
 __device__ __forceinline__ void prefetch_carry_in(const BackwardParams& p, const BwdTask& t, int ptid) {
+  if (!p.carry_in_wgrad) return;
   const WgradTarget w = wgrad_target(p, t);
   const int row = t.m * kBM + ptid, col = t.n * kWideN;
   if (row >= w.M) return;
@@ -168,6 +169,15 @@ __device__ __forceinline__ void prefetch_carry_in(const BackwardParams& p, const
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(w.W + static_cast<int64_t>(row) * w.N + col),
                "r"(bytes)
                : "memory");
+}
+
+// The d_h tile's g and u (128 rows x 256 columns each) into L2: eight TMA prefetches, by producer thread 0.
+__device__ __forceinline__ void prefetch_saved_gu(const BackwardParams& p, const BwdTask& t) {
+  const int I = t.shared ? p.d.Is : p.d.I;
+  const OpK128* ops[2] = {t.shared ? &p.tma_gs : &p.tma_g, t.shared ? &p.tma_us : &p.tma_u};
+  for (const OpK128* op : ops)
+    for (int c = t.n * kWideN; c < min(I, (t.n + 1) * kWideN); c += kBK)
+      cute::SM90_TMA_LOAD_3D::PREFETCH::copy(op->atom.get_tma_descriptor(), c, t.m * kBM, 0);
 }
 
 // ---- producer (the producer warpgroup; ptid = thread in it) --------------------------------------------
@@ -187,8 +197,13 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
   switch (t.kind) {
     case kDh: {
       const OpMN256& B = t.shared ? p.tma_wsd_t : p.tma_wd_t;
-      auto load_b = [&](int kt, int st, uint64_t* bar) { tma_load(B, bar, b, st, t.n, kt, l); };
       const int k_tiles = ceil_div(d.H, kBK);
+      // A few k-tiles before the end, the tile's saved g and u are pulled into L2 for the epilogue (from HBM:
+      // the forward wrote them long ago); earlier, the streaming d_y rows would evict them again.
+      auto load_b = [&](int kt, int st, uint64_t* bar) {
+        tma_load(B, bar, b, st, t.n, kt, l);
+        if (kt == max(0, k_tiles - 4)) prefetch_saved_gu(p, t);
+      };
       if (pull_dy && t.n == 0) {
         // Pull: the tiles of column 0 gather and scale their d_y rows, write them to the expert-major d_y
         // (as the pull forward's gate/up tiles write x) and release c_dy[m] (the later columns' TMA reads)
@@ -322,27 +337,42 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
             p.sync, s, ctid,
             [&](int r, uint8_t* strip) {
               const int b = r / 2;
+              if (r % 2 == 1) {  // d_u, computed in the round before
+                CUTE_UNROLL
+                for (int q = 0; q < 16; ++q) {
+                  const int i = 32 * b + 2 * q;
+                  st_shared_u32(strip, strip_offset<bf16_t>(get<0>(coord(i)) % 64, get<1>(coord(i)) - 64 * b), du_words[q]);
+                }
+                return;
+              }
+              // The loads of 8 pairs first (unpredicated: an address outside the tile reads element 0), then
+              // their arithmetic: one memory latency per 8 pairs, not one per pair (16 at once would spill).
               CUTE_UNROLL
-              for (int q = 0; q < 16; ++q) {
+              for (int q0 = 0; q0 < 16; q0 += 8) {
+              uint32_t g2[8], u2[8];
+              CUTE_UNROLL
+              for (int q = 0; q < 8; ++q) {
+                const int i = 32 * b + 2 * (q0 + q);
+                const int m = get<0>(coord(i)), j = t.n * kWideN + get<1>(coord(i));
+                const int64_t at = (m < t.rows && j < I) ? static_cast<int64_t>(t.m * kBM + m) * I + j : 0;
+                g2[q] = __ldg(reinterpret_cast<const unsigned*>(G + at));
+                u2[q] = __ldg(reinterpret_cast<const unsigned*>(U + at));
+              }
+              CUTE_UNROLL
+              for (int qq = 0; qq < 8; ++qq) {
+                const int q = q0 + qq;
                 const int i = 32 * b + 2 * q;
                 const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
-                const uint32_t off = strip_offset<bf16_t>(m % 64, c);
-                if (r % 2 == 1) {
-                  st_shared_u32(strip, off, du_words[q]);
-                  continue;
-                }
                 // Padding rows: exact zeros (read by the wgrad chains' last step); the shared expert's rows
                 // past T and columns past I are clipped by TMA.
                 uint32_t dg = 0, du = 0;
                 if (m < t.rows && j < I) {
-                  const int64_t at = static_cast<int64_t>(t.m * kBM + m) * I + j;
-                  const uint32_t g2 = *reinterpret_cast<const uint32_t*>(G + at);
-                  const uint32_t u2 = *reinterpret_cast<const uint32_t*>(U + at);
-                  const SwigluGrad2 o = swiglu_backward2(acc(i), acc(i + 1), g2, u2, clamp);
+                  const SwigluGrad2 o = swiglu_backward2(acc(i), acc(i + 1), g2[qq], u2[qq], clamp);
                   dg = o.dg, du = o.du;
                 }
-                st_shared_u32(strip, off, dg);
+                st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), dg);
                 du_words[q] = du;
+              }
               }
             },
             [&](int r, int wg, const uint8_t* strip) {
@@ -409,7 +439,11 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
   };
   const bool ok = wide_tile<MmaWgrad, false, false>(
       p, s, ps, id, ctid, ceil_div(chain_steps(t), kBK / 16), kProfMainWgrad,
-      [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator
+      [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator, or +0 (MoeOptions::accumulate_weight_grads)
+        if (!p.carry_in_wgrad) {
+          clear(acc);
+          return;
+        }
         locate(coord);
         CUTE_UNROLL
         for (int i = 0; i < size(acc); i += 2) {

@@ -319,6 +319,9 @@ struct MoeLayer::Impl {
     bp.tma_dg_mn = rows_as_k<128>(dg, rows, I);
     bp.tma_du_mn = rows_as_k<128>(du, rows, I);
     bp.tma_h_mn = rows_as_k<256>(h, rows, I);
+    bp.tma_g = rows_as_k_major<128>(g, rows, I);
+    bp.tma_u = rows_as_k_major<128>(u, rows, I);
+    bp.carry_in_wgrad = opt.accumulate_weight_grads;
     bp.st_dg = store_rows<mk::bf16_t>(dg, rows, I);
     bp.st_du = store_rows<mk::bf16_t>(du, rows, I);
     bp.st_dx = store_rows<mk::bf16_t>(dx, rows, H);
@@ -335,6 +338,8 @@ struct MoeLayer::Impl {
       bp.tma_dout = rows_as_k_major<128>(d_out, T, H);
       bp.tma_dgs = rows_as_k_major<128>(dgs, T, Is);
       bp.tma_dus = rows_as_k_major<128>(dus, T, Is);
+      bp.tma_gs = rows_as_k_major<128>(gs, T, Is);
+      bp.tma_us = rows_as_k_major<128>(us, T, Is);
       bp.tma_wsd_t = weight_transposed<256>(wsd, 1, H, Is);
       bp.tma_wsg_t = weight_transposed<256>(wsg, 1, Is, H);
       bp.tma_wsu_t = weight_transposed<256>(wsu, 1, Is, H);

@@ -68,6 +68,7 @@ struct BackwardParams {
   SyncContext sync;
   int n_comm = 1;
   int pull_dy = 0;            // 1: compute CTAs gather d_y = w * d_out rows; 0: comm CTAs dispatch them
+  int carry_in_wgrad = 1;     // 1: weight-gradient chains start from the carried-in accumulators; 0: from +0
   int combine_tokens = 16;
   int router_pairs = 128;     // (t, k) pairs per router-gradient task
   int skip_signal_task = -1;
@@ -86,6 +87,7 @@ struct BackwardParams {
   int dynamic_walk = 1;
   // dgrad: A K-major rows, B MN-major weights
   OpK128 tma_dy, tma_dout, tma_dg, tma_du, tma_dgs, tma_dus;
+  OpK128 tma_g, tma_u, tma_gs, tma_us;  // the forward's g, u: only prefetched into L2 for the d_h epilogues
   OpMN256 tma_wd_t, tma_wsd_t, tma_wg_t, tma_wu_t, tma_wsg_t, tma_wsu_t;
   // wgrad: A and B MN-major rows (the token dimension is K)
   OpMN128 tma_dy_mn, tma_dout_mn, tma_dg_mn, tma_du_mn, tma_dgs_mn, tma_dus_mn;
