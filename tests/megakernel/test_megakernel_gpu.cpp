@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -13,6 +14,8 @@
 #include "calico/core.h"
 #include "calico/harness.h"
 #include "calico/megakernel.h"
+#include "calico/megakernel_moe.h"
+#include "calico/numerics.h"
 #include "calico/reference.h"
 
 namespace calico {
@@ -218,6 +221,30 @@ TEST_F(MegakernelGpu, OverwriteWeightGradsEqualsAccumulatingIntoZeros) {
     EXPECT_FALSE(once == layer_output_bytes(spec, T, 7, o, 2)) << "negative control: accumulate mode, pull " << pull;
     o.accumulate_weight_grads = false;
     EXPECT_TRUE(once == layer_output_bytes(spec, T, 7, o, 2)) << "overwrite mode, two passes, pull " << pull;
+  }
+}
+
+// The epilogues look SiLU up instead of computing it (gemm/epilogue.cuh): the tables built on the device must
+// hold numerics.h's host results for every bf16 input, and silu(L) for limits that are and are not bf16
+// values. Negative control: the count sees one changed entry.
+TEST_F(MegakernelGpu, SiluTablesEqualNumericsForEveryBf16) {
+  auto mismatches = [](const std::vector<float>& silu, const std::vector<float>& grad, float limit) {
+    int bad = 0;
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float g = bf16_to_f32(static_cast<uint16_t>(i));
+      bad += f32_bits(silu[i]) != f32_bits(calico_silu(g));
+      bad += f32_bits(grad[i]) != f32_bits(calico_silu_grad(g));
+    }
+    bad += f32_bits(silu[65536]) != f32_bits(calico_silu(limit));
+    return bad;
+  };
+  for (float limit : {7.0f, 7.3f, 0.0f}) {
+    std::vector<float> silu, grad;
+    gpu::silu_tables_for_test(limit, silu, grad);
+    ASSERT_EQ(silu.size(), 65537u);
+    EXPECT_EQ(mismatches(silu, grad, limit), 0) << "limit " << limit;
+    silu[0x3F80] = std::nextafter(silu[0x3F80], 10.0f);  // silu(1.0), one ulp up
+    EXPECT_EQ(mismatches(silu, grad, limit), 1) << "negative control";
   }
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "calico/spec.h"
 
@@ -94,6 +95,11 @@ class MoeLayer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// For tests: the SiLU lookup tables the epilogues use (gemm/epilogue.cuh), built on this GPU: entries
+// [0, 65536) are calico_silu / calico_silu_grad of each bf16 bit pattern, entry 65536 is silu(clamp_limit)
+// (grad: 0, never read).
+void silu_tables_for_test(float clamp_limit, std::vector<float>& silu, std::vector<float>& grad);
 
 // Checks that the megakernel can run this layer (spec, tokens) and throws calico::Error naming what not.
 void validate_megakernel_layer(const LayerSpec& spec, int64_t tokens);

@@ -36,16 +36,33 @@ struct Clamp {
   }
 };
 
+// SiLU and its derivative of every bf16 input, computed once per layer on the device by numerics.h's own
+// calico_silu / calico_silu_grad (build_silu_tables, moe/layer.cu): the gate input of both is always a bf16
+// value (the saved g) or the clamp limit, so a lookup gives the very bits the ~100-instruction functions give
+// (test_megakernel_gpu checks all 65536 entries against the host), and the epilogues that were instruction
+// bound on them (the forward's gate/up, the backward's d_h) become a few loads per element.
+constexpr int kSiluTableLimit = 65536;  // entry of the clamp limit L (silu only: d_g of a cut value is 0)
+constexpr int kSiluTableSize = 65537;
+struct SiluTables {
+  const float* silu = nullptr;  // [kSiluTableSize]
+  const float* grad = nullptr;  // [kSiluTableSize]
+};
+// silu(g') with g' = min(g, L) (Clamp::gate) of a bf16 g.
+__device__ __forceinline__ float silu_of_gate(uint16_t g_bits, const Clamp& c, const SiluTables& t) {
+  const bool cut = c.on && bf16_to_f32(g_bits) > c.limit;
+  return __ldg(t.silu + (cut ? kSiluTableLimit : g_bits));
+}
+
 // Forward, two adjacent columns: from the fp32 GEMM results, the saved bf16 g, u and h as bf16x2 words (lo:
 // the first column).
 struct SwigluOut2 {
   uint32_t g, u, h;
 };
 __device__ __forceinline__ SwigluOut2 swiglu_forward2(float acc_g0, float acc_g1, float acc_u0, float acc_u1,
-                                                      const Clamp& c) {
+                                                      const Clamp& c, const SiluTables& t) {
   const uint32_t g = bf16x2_from_f32(acc_g0, acc_g1), u = bf16x2_from_f32(acc_u0, acc_u1);
-  const float h0 = __fmul_rn(calico_silu(c.gate(bf16x2_lo(g))), c.up(bf16x2_lo(u)));
-  const float h1 = __fmul_rn(calico_silu(c.gate(bf16x2_hi(g))), c.up(bf16x2_hi(u)));
+  const float h0 = __fmul_rn(silu_of_gate(static_cast<uint16_t>(g & 0xFFFFu), c, t), c.up(bf16x2_lo(u)));
+  const float h1 = __fmul_rn(silu_of_gate(static_cast<uint16_t>(g >> 16), c, t), c.up(bf16x2_hi(u)));
   return {g, u, bf16x2_from_f32(h0, h1)};
 }
 
@@ -55,17 +72,19 @@ struct SwigluGrad2 {
   uint32_t dg, du;
 };
 __device__ __forceinline__ SwigluGrad2 swiglu_backward2(float acc_dh0, float acc_dh1, uint32_t g_saved,
-                                                        uint32_t u_saved, const Clamp& c) {
+                                                        uint32_t u_saved, const Clamp& c, const SiluTables& t) {
   const uint32_t dh2 = bf16x2_from_f32(acc_dh0, acc_dh1);
   float dg[2], du[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float graw = h ? bf16x2_hi(g_saved) : bf16x2_lo(g_saved), uraw = h ? bf16x2_hi(u_saved) : bf16x2_lo(u_saved);
-    const float g = c.gate(graw), u = c.up(uraw), dh = h ? bf16x2_hi(dh2) : bf16x2_lo(dh2);
+    const uint16_t gbits = static_cast<uint16_t>(h ? g_saved >> 16 : g_saved & 0xFFFFu);
+    const float graw = bf16_to_f32(gbits), uraw = h ? bf16x2_hi(u_saved) : bf16x2_lo(u_saved);
+    const float u = c.up(uraw), dh = h ? bf16x2_hi(dh2) : bf16x2_lo(dh2);
     const bool g_cut = c.on && graw > c.limit, u_cut = c.on && (uraw > c.limit || uraw < -c.limit);
-    // NOTE: a cut value becomes +0 after the conversion (the conversion of +0 is +0)
-    dg[h] = g_cut ? 0.0f : __fmul_rn(__fmul_rn(dh, u), calico_silu_grad(g));
-    du[h] = u_cut ? 0.0f : __fmul_rn(dh, calico_silu(g));
+    // NOTE: a cut value becomes +0 after the conversion (the conversion of +0 is +0). silu_grad(g') is needed
+    // only where g was not cut, so g' = g there; silu(g') is silu(L) where it was.
+    dg[h] = g_cut ? 0.0f : __fmul_rn(__fmul_rn(dh, u), __ldg(t.grad + gbits));
+    du[h] = u_cut ? 0.0f : __fmul_rn(dh, __ldg(t.silu + (g_cut ? kSiluTableLimit : gbits)));
   }
   return {bf16x2_from_f32(dg[0], dg[1]), bf16x2_from_f32(du[0], du[1])};
 }

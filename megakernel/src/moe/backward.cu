@@ -367,7 +367,7 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
                 // past T and columns past I are clipped by TMA.
                 uint32_t dg = 0, du = 0;
                 if (m < t.rows && j < I) {
-                  const SwigluGrad2 o = swiglu_backward2(acc(i), acc(i + 1), g2[qq], u2[qq], clamp);
+                  const SwigluGrad2 o = swiglu_backward2(acc(i), acc(i + 1), g2[qq], u2[qq], clamp, p.silu);
                   dg = o.dg, du = o.du;
                 }
                 st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), dg);

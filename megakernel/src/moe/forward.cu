@@ -180,7 +180,7 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
             uint32_t w;
             if (k == 0) w = bf16x2_from_f32(acc(i), acc(i + 1));
             else if (k == 1) w = bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf));
-            else w = swiglu_forward2(acc(i), acc(i + 1), acc(i + kHalf), acc(i + 1 + kHalf), clamp).h;
+            else w = swiglu_forward2(acc(i), acc(i + 1), acc(i + kHalf), acc(i + 1 + kHalf), clamp, p.silu).h;
             st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), m < t.rows ? w : 0u);
           }
         },
@@ -270,6 +270,24 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
 }  // namespace
 
 size_t gemm_smem_bytes() { return sizeof(GemmSmem) + 1024; }
+
+namespace {
+__global__ void silu_tables_kernel(float* silu, float* grad, float clamp_limit) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < kSiluTableLimit) {
+    const float g = bf16_to_f32(static_cast<uint16_t>(i));
+    silu[i] = calico_silu(g);
+    grad[i] = calico_silu_grad(g);
+  } else if (i == kSiluTableLimit) {
+    silu[i] = calico_silu(clamp_limit);
+    grad[i] = 0.0f;  // never read: d_g of a cut value is 0
+  }
+}
+}  // namespace
+
+void build_silu_tables(float* silu, float* grad, float clamp_limit, cudaStream_t stream) {
+  silu_tables_kernel<<<ceil_div(kSiluTableSize, 256), 256, 0, stream>>>(silu, grad, clamp_limit);
+}
 
 void launch_forward(const ForwardParams& p, int grid, cudaStream_t stream) {
   static bool configured = false;

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "gemm/sm90_tile.cuh"
+#include "gemm/epilogue.cuh"
 #include "gemm/tma_store.cuh"
 #include "sync/bounded_wait.cuh"
 
@@ -57,6 +58,7 @@ struct ForwardParams {
   int *c_dispatched = nullptr, *c_gateup = nullptr, *c_down_total = nullptr, *c_tail = nullptr;
   int* c_task = nullptr;     // the dynamic walk's ticket counter (moe/persistent.cuh)
   int dynamic_walk = 1;      // 0: the static walk
+  SiluTables silu;           // gemm/epilogue.cuh
   OpK128 tma_xp, tma_x, tma_wg, tma_wu, tma_wsg, tma_wsu, tma_h, tma_hs;
   OpK256 tma_wd, tma_wsd;
   StoreBf16 st_g, st_u, st_h, st_y, st_gs, st_us, st_hs, st_ys;  // the epilogues' TMA stores
@@ -68,6 +70,7 @@ struct BackwardParams {
   SyncContext sync;
   int n_comm = 1;
   int pull_dy = 0;            // 1: compute CTAs gather d_y = w * d_out rows; 0: comm CTAs dispatch them
+  SiluTables silu;
   int carry_in_wgrad = 1;     // 1: weight-gradient chains start from the carried-in accumulators; 0: from +0
   int combine_tokens = 16;
   int router_pairs = 128;     // (t, k) pairs per router-gradient task
@@ -100,5 +103,7 @@ struct BackwardParams {
 void launch_forward(const ForwardParams& p, int grid, cudaStream_t stream);
 void launch_backward(const BackwardParams& p, int grid, cudaStream_t stream);
 size_t gemm_smem_bytes();
+// silu[i], grad[i] = calico_silu / calico_silu_grad of the bf16 i, [kSiluTableLimit] = silu(clamp_limit).
+void build_silu_tables(float* silu, float* grad, float clamp_limit, cudaStream_t stream);
 
 }  // namespace calico::gpu::mk
