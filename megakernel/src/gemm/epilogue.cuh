@@ -41,16 +41,17 @@ struct Clamp {
 // value (the saved g) or the clamp limit, so a lookup gives the very bits the ~100-instruction functions give
 // (test_megakernel_gpu checks all 65536 entries against the host), and the epilogues that were instruction
 // bound on them (the forward's gate/up, the backward's d_h) become a few loads per element.
+// NOTE: one table of (silu, grad) pairs: the d_h epilogue needs both of the same input, and a warp's lookups
+// are scattered gathers whose cost is per access, not per byte.
 constexpr int kSiluTableLimit = 65536;  // entry of the clamp limit L (silu only: d_g of a cut value is 0)
 constexpr int kSiluTableSize = 65537;
 struct SiluTables {
-  const float* silu = nullptr;  // [kSiluTableSize]
-  const float* grad = nullptr;  // [kSiluTableSize]
+  const float2* entries = nullptr;  // [kSiluTableSize]: x = silu, y = silu_grad
 };
 // silu(g') with g' = min(g, L) (Clamp::gate) of a bf16 g.
 __device__ __forceinline__ float silu_of_gate(uint16_t g_bits, const Clamp& c, const SiluTables& t) {
   const bool cut = c.on && bf16_to_f32(g_bits) > c.limit;
-  return __ldg(t.silu + (cut ? kSiluTableLimit : g_bits));
+  return __ldg(&t.entries[cut ? kSiluTableLimit : g_bits].x);
 }
 
 // Forward, two adjacent columns: from the fp32 GEMM results, the saved bf16 g, u and h as bf16x2 words (lo:
@@ -83,8 +84,9 @@ __device__ __forceinline__ SwigluGrad2 swiglu_backward2(float acc_dh0, float acc
     const bool g_cut = c.on && graw > c.limit, u_cut = c.on && (uraw > c.limit || uraw < -c.limit);
     // NOTE: a cut value becomes +0 after the conversion (the conversion of +0 is +0). silu_grad(g') is needed
     // only where g was not cut, so g' = g there; silu(g') is silu(L) where it was.
-    dg[h] = g_cut ? 0.0f : __fmul_rn(__fmul_rn(dh, u), __ldg(t.grad + gbits));
-    du[h] = u_cut ? 0.0f : __fmul_rn(dh, __ldg(t.silu + (g_cut ? kSiluTableLimit : gbits)));
+    const float2 e = __ldg(&t.entries[g_cut ? kSiluTableLimit : gbits]);  // .y is read only where g_cut is false
+    dg[h] = g_cut ? 0.0f : __fmul_rn(__fmul_rn(dh, u), e.y);
+    du[h] = u_cut ? 0.0f : __fmul_rn(dh, e.x);
   }
   return {bf16x2_from_f32(dg[0], dg[1]), bf16x2_from_f32(du[0], du[1])};
 }

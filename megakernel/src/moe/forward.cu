@@ -272,21 +272,19 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
 size_t gemm_smem_bytes() { return sizeof(GemmSmem) + 1024; }
 
 namespace {
-__global__ void silu_tables_kernel(float* silu, float* grad, float clamp_limit) {
+__global__ void silu_table_kernel(float2* table, float clamp_limit) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < kSiluTableLimit) {
     const float g = bf16_to_f32(static_cast<uint16_t>(i));
-    silu[i] = calico_silu(g);
-    grad[i] = calico_silu_grad(g);
+    table[i] = make_float2(calico_silu(g), calico_silu_grad(g));
   } else if (i == kSiluTableLimit) {
-    silu[i] = calico_silu(clamp_limit);
-    grad[i] = 0.0f;  // never read: d_g of a cut value is 0
+    table[i] = make_float2(calico_silu(clamp_limit), 0.0f);  // .y never read: d_g of a cut value is 0
   }
 }
 }  // namespace
 
-void build_silu_tables(float* silu, float* grad, float clamp_limit, cudaStream_t stream) {
-  silu_tables_kernel<<<ceil_div(kSiluTableSize, 256), 256, 0, stream>>>(silu, grad, clamp_limit);
+void build_silu_table(float2* table, float clamp_limit, cudaStream_t stream) {
+  silu_table_kernel<<<ceil_div(kSiluTableSize, 256), 256, 0, stream>>>(table, clamp_limit);
 }
 
 void launch_forward(const ForwardParams& p, int grid, cudaStream_t stream) {

@@ -103,7 +103,7 @@ struct BackwardParams {
 void launch_forward(const ForwardParams& p, int grid, cudaStream_t stream);
 void launch_backward(const BackwardParams& p, int grid, cudaStream_t stream);
 size_t gemm_smem_bytes();
-// silu[i], grad[i] = calico_silu / calico_silu_grad of the bf16 i, [kSiluTableLimit] = silu(clamp_limit).
-void build_silu_tables(float* silu, float* grad, float clamp_limit, cudaStream_t stream);
+// table[i] = {calico_silu, calico_silu_grad} of the bf16 i; [kSiluTableLimit] = {silu(clamp_limit), 0}.
+void build_silu_table(float2* table, float clamp_limit, cudaStream_t stream);
 
 }  // namespace calico::gpu::mk
