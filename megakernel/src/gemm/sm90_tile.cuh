@@ -175,7 +175,9 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 // `after(kt, stage)` may still read the published stage (the consumers only read it, and this thread
 // rewrites it only kStages k-tiles later). The copies of kGatherLag k-tiles stay in flight before the oldest
 // is published. False when a wait failed (the launch is aborting).
-constexpr int kGatherLag = 2;  // < kStages: the stage being published never waits for a later one
+// < kStages: the stage being published never waits for a later one. NOTE: 3 failed on the H200 with an
+// unspecified launch failure in both passes (2026-12-01, branch try/gather-lag3; not diagnosed).
+constexpr int kGatherLag = 2;
 template <bool kGathers, class Issue, class Gather, class Finish, class After>
 __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
                                              uint32_t tma_bytes, int task, int ptid, Issue&& issue,

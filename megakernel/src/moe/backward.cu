@@ -345,34 +345,34 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
                 }
                 return;
               }
-              // The loads of 8 pairs first (unpredicated: an address outside the tile reads element 0), then
-              // their arithmetic: one memory latency per 8 pairs, not one per pair (16 at once would spill).
+              // Two batches of 8 pairs: the loads first (unpredicated: an address outside the tile reads
+              // element 0), then their arithmetic, so one memory latency per 8 pairs (16 at once spill).
+              // Padding rows get exact zeros (the wgrad chains' last step reads them); the shared expert's
+              // rows past T and columns past I are clipped by TMA.
               CUTE_UNROLL
               for (int q0 = 0; q0 < 16; q0 += 8) {
-              uint32_t g2[8], u2[8];
-              CUTE_UNROLL
-              for (int q = 0; q < 8; ++q) {
-                const int i = 32 * b + 2 * (q0 + q);
-                const int m = get<0>(coord(i)), j = t.n * kWideN + get<1>(coord(i));
-                const int64_t at = (m < t.rows && j < I) ? static_cast<int64_t>(t.m * kBM + m) * I + j : 0;
-                g2[q] = __ldg(reinterpret_cast<const unsigned*>(G + at));
-                u2[q] = __ldg(reinterpret_cast<const unsigned*>(U + at));
-              }
-              CUTE_UNROLL
-              for (int qq = 0; qq < 8; ++qq) {
-                const int q = q0 + qq;
-                const int i = 32 * b + 2 * q;
-                const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
-                // Padding rows: exact zeros (read by the wgrad chains' last step); the shared expert's rows
-                // past T and columns past I are clipped by TMA.
-                uint32_t dg = 0, du = 0;
-                if (m < t.rows && j < I) {
-                  const SwigluGrad2 o = swiglu_backward2(acc(i), acc(i + 1), g2[qq], u2[qq], clamp, p.silu);
-                  dg = o.dg, du = o.du;
+                uint32_t g2[8], u2[8];
+                CUTE_UNROLL
+                for (int q = 0; q < 8; ++q) {
+                  const int i = 32 * b + 2 * (q0 + q);
+                  const int m = get<0>(coord(i)), j = t.n * kWideN + get<1>(coord(i));
+                  const int64_t at = (m < t.rows && j < I) ? static_cast<int64_t>(t.m * kBM + m) * I + j : 0;
+                  g2[q] = __ldg(reinterpret_cast<const unsigned*>(G + at));
+                  u2[q] = __ldg(reinterpret_cast<const unsigned*>(U + at));
                 }
-                st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), dg);
-                du_words[q] = du;
-              }
+                CUTE_UNROLL
+                for (int qq = 0; qq < 8; ++qq) {
+                  const int q = q0 + qq;
+                  const int i = 32 * b + 2 * q;
+                  const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
+                  uint32_t dg = 0, du = 0;
+                  if (m < t.rows && j < I) {
+                    const SwigluGrad2 o = swiglu_backward2(acc(i), acc(i + 1), g2[qq], u2[qq], clamp, p.silu);
+                    dg = o.dg, du = o.du;
+                  }
+                  st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), dg);
+                  du_words[q] = du;
+                }
               }
             },
             [&](int r, int wg, const uint8_t* strip) {
