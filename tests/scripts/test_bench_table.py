@@ -46,6 +46,15 @@ with tempfile.TemporaryDirectory() as d:
     check("vs SonicMoE 0.50x / 2.00x", "0.50x / 2.00x" in cells)
     check("vs goal 1.00x / 1.00x", "1.00x / 1.00x" in cells)
     check("the ceiling row", "800 TFLOP/s" in r.stdout)
+    # an overwrite-mode row is labelled as such; an accumulate row (or one without the field) is not
+    rows.append(dict(rows[0], weight_grads="overwrite"))
+    with open(bench, "w") as f:
+        f.write("\n".join(json.dumps(x) for x in rows) + "\n")
+    r = run(bench, "--anchors", anchors)
+    labels = [l.split("|")[2].strip() for l in r.stdout.splitlines() if "megakernel" in l]
+    check("overwrite row labelled, accumulate row not",
+          labels == ["megakernel pull dynamic", "megakernel pull dynamic dW overwrite"])
+    rows.pop()
     # negative control: the same rows with PyTorch twice as fast must not show 2.00x
     rows[1]["forward_ms"] = 0.5
     with open(bench, "w") as f:
