@@ -35,14 +35,9 @@ using StoreAtom = decltype(cute::make_tma_atom(
 template <class T>
 struct StoreOperand {
   StoreAtom<T> atom;
-  T* ptr = nullptr;  // [l][rows][cols], for the LSU path
   int rows = 0, cols = 0, l = 0;
 };
 
-// How a round's strips leave shared memory: true: one TMA box per strip (issued by consumer thread 0);
-// false: each warpgroup copies its strip with 16-byte loads and coalesced 16-byte global stores (the LSU
-// path; independent of the TMA unit's queue of the producer's loads).
-constexpr bool kStoreByTma = true;
 using StoreBf16 = StoreOperand<bf16_t>;
 using StoreF32 = StoreOperand<float>;
 
@@ -73,7 +68,7 @@ __device__ __forceinline__ void bulk_wait_all_written() {
   fence_proxy_async_global();
 }
 
-// TMA store of one strip (see store_strip): rows [64 * row64, +64), columns [kStripCols * strip, +kStripCols) of l. Nothing is
+// TMA store of one strip: rows [64 * row64, +64), columns [kStripCols * strip, +kStripCols) of l. Nothing is
 // issued for a box wholly past the tensor (TMA clips the partial ones).
 template <class T>
 __device__ __forceinline__ void tma_store_strip(const StoreOperand<T>& op, const uint8_t* smem, int row64,
@@ -87,70 +82,19 @@ __device__ __forceinline__ void tma_store_strip(const StoreOperand<T>& op, const
   copy(op.atom, ts, tg);
 }
 
-// The LSU path of one strip, by the 128 threads of its warpgroup (wtid): 4 chunks of 16 bytes each; a warp
-// covers 4 whole 128-byte rows. Rows and columns past the tensor are skipped like TMA's clipping.
-template <class T>
-__device__ __forceinline__ void lsu_store_strip(const StoreOperand<T>& op, const uint8_t* strip, int row64,
-                                                int sidx, int l, int wtid) {
-  constexpr int kPerChunk = 16 / static_cast<int>(sizeof(T));
-  CUTE_UNROLL
-  for (int k = 0; k < kStripBytes / 16 / 128; ++k) {
-    const int q = wtid + 128 * k, r = q / 8, c = q % 8;
-    const int row = row64 * 64 + r, col = sidx * kStripCols<T> + c * kPerChunk;
-    if (row >= op.rows || col >= op.cols) continue;
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(smem_addr(strip) + static_cast<uint32_t>(r) * 128u + (static_cast<uint32_t>(c ^ (r & 7)) << 4)));
-    T* dst = op.ptr + (static_cast<int64_t>(l) * op.rows + row) * op.cols + col;
-    if (col + kPerChunk <= op.cols) {
-      *reinterpret_cast<uint4*>(dst) = v;
-    } else {  // a ragged last chunk
-      const T* e = reinterpret_cast<const T*>(&v);
-      for (int i = 0; i < op.cols - col; ++i) dst[i] = e[i];
-    }
-  }
-}
-
 // After a tile's store_rounds: its stores are visible to other CTAs' generic and TMA reads once consumer
 // thread 0 (the one that may then release the tile's counter) returns from here.
 __device__ __forceinline__ void epilogue_stores_visible(int ctid) {
-  if constexpr (kStoreByTma) {
-    if (ctid == 0) bulk_wait_all_written();
-  } else {
-    fence_proxy_async_global();  // read by TMA in later tiles
-    consumer_barrier();          // every thread's stores before thread 0's release (signal_add's fence)
-  }
-}
-
-// Rows [64 row64, +64), columns [kStripCols * sidx, +kStripCols) of l, by the path kStoreByTma chooses.
-template <class T>
-__device__ __forceinline__ void store_strip(const StoreOperand<T>& op, const uint8_t* strip, int row64, int sidx,
-                                            int l, int ctid) {
-  if constexpr (kStoreByTma) tma_store_strip(op, strip, row64, sidx, l);
-  else lsu_store_strip(op, strip, row64, sidx, l, ctid % 128);
+  if (ctid == 0) bulk_wait_all_written();
 }
 
 // One tile's rounds. fill(r, strip): this thread writes its values of round r into its warpgroup's strip
 // (r is a compile-time index after unrolling: the accumulator fragment stays in registers). issue(r, wg,
-// strip): store warpgroup wg's strip of round r with store_strip (TMA: consumer thread 0 for both
-// warpgroups; LSU: every thread of warpgroup wg).
+// strip): consumer thread 0 stores warpgroup wg's strip of round r (tma_store_strip).
 template <int kRounds, class Fill, class Issue>
-__device__ __forceinline__ void store_rounds_lsu(GemmSmem& s, int ctid, Fill&& fill, Issue&& issue) {
-  // NOTE: one barrier per round: a slot is rewritten two rounds later, after the barrier that followed the
-  // round in between, which every thread passed after its reads of the slot.
-  const int wg = ctid / 128;
-  CUTE_UNROLL
-  for (int r = 0; r < kRounds; ++r) {
-    uint8_t* strip = s.out[wg * kOutSlots + r % kOutSlots];
-    fill(r, strip);
-    consumer_barrier();
-    issue(r, wg, strip);
-  }
-}
-template <int kRounds, class Fill, class Issue>
-__device__ __forceinline__ void store_rounds_tma(const SyncContext& sc, GemmSmem& s, int ctid, Fill&& fill,
-                                                 Issue&& issue) {
+__device__ __forceinline__ void store_rounds(const SyncContext& sc, GemmSmem& s, int ctid, Fill&& fill,
+                                             Issue&& issue) {
+  static_assert(kRounds % kOutSlots == 0, "every tile ends on the same slot (see the header)");
   const int wg = ctid / 128;
   long long waited = 0;  // profile only
   CUTE_UNROLL
@@ -171,13 +115,6 @@ __device__ __forceinline__ void store_rounds_tma(const SyncContext& sc, GemmSmem
     }
   }
   if (ctid == 0) profile_add(sc, kProfStoreWait, waited);
-}
-template <int kRounds, class Fill, class Issue>
-__device__ __forceinline__ void store_rounds(const SyncContext& sc, GemmSmem& s, int ctid, Fill&& fill,
-                                             Issue&& issue) {
-  static_assert(kRounds % kOutSlots == 0, "every tile ends on the same slot (see the header)");
-  if constexpr (kStoreByTma) store_rounds_tma<kRounds>(sc, s, ctid, fill, issue);
-  else store_rounds_lsu<kRounds>(s, ctid, fill, issue);
 }
 
 }  // namespace calico::gpu::mk

@@ -376,7 +376,7 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
               }
             },
             [&](int r, int wg, const uint8_t* strip) {
-              store_strip(r % 2 ? DU : DG, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r / 2, 0, ctid);
+              tma_store_strip(r % 2 ? DU : DG, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r / 2, 0);
             });
       });
   if (!ok) return false;
@@ -407,7 +407,7 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
                 st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), bf16x2_from_f32(acc(i), acc(i + 1)));
               }
             },
-            [&](int r, int wg, const uint8_t* strip) { store_strip(DX, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r, 0, ctid); });
+            [&](int r, int wg, const uint8_t* strip) { tma_store_strip(DX, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r, 0); });
       });
   if (!ok) return false;
   const long long lap = clock64();
@@ -467,7 +467,7 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
               }
             },
             [&](int r, int wg, const uint8_t* strip) {
-              store_strip(out, strip, t.m * 2 + wg, t.n * (kWideN / 32) + r, t.shared ? 0 : t.e, ctid);
+              tma_store_strip(out, strip, t.m * 2 + wg, t.n * (kWideN / 32) + r, t.shared ? 0 : t.e);
             });
       });
   return ok;

@@ -185,7 +185,7 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
           }
         },
         [&](int r, int wg, const uint8_t* strip) {
-          store_strip(*out[r % 3], strip, t.m * 2 + wg, t.n * (kGateUpN / 64) + r / 3, 0, ctid);
+          tma_store_strip(*out[r % 3], strip, t.m * 2 + wg, t.n * (kGateUpN / 64) + r / 3, 0);
         });
     profile_lap(p.sync, kProfEpiGateUp, lap, ctid);
     lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
@@ -211,7 +211,7 @@ __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps,
             st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), bf16x2_from_f32(acc(i), acc(i + 1)));
           }
         },
-        [&](int r, int wg, const uint8_t* strip) { store_strip(Y, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r, 0, ctid); });
+        [&](int r, int wg, const uint8_t* strip) { tma_store_strip(Y, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r, 0); });
     lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
     epilogue_stores_visible(ctid);  // the combine reads y
     if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_down_total, 1);

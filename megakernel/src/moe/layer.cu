@@ -64,7 +64,7 @@ mk::StoreOperand<T> store_rows(P* ptr, int rows, int cols, int L = 1) {
   auto g = make_tensor(make_gmem_ptr(reinterpret_cast<T*>(ptr)), make_shape(rows, cols, L),
                        make_stride(static_cast<int64_t>(cols), _1{}, static_cast<int64_t>(rows) * cols));
   op.atom = make_tma_atom(SM90_TMA_STORE{}, g, mk::StripLayout<T>{}, Shape<_64, Int<mk::kStripCols<T>>>{});
-  op.ptr = reinterpret_cast<T*>(ptr), op.rows = rows, op.cols = cols, op.l = L;
+  op.rows = rows, op.cols = cols, op.l = L;
   return op;
 }
 
