@@ -16,6 +16,7 @@
 
 #include <cute/atom/copy_traits_sm90_tma.hpp>
 
+#include "gemm/epilogue.cuh"
 #include "gemm/sm90_tile.cuh"
 
 namespace calico::gpu::mk {
@@ -115,6 +116,25 @@ __device__ __forceinline__ void store_rounds(const SyncContext& sc, GemmSmem& s,
     }
   }
   if (ctid == 0) profile_add(sc, kProfStoreWait, waited);
+}
+
+// A 128 x 256 fp32 accumulator tile (the m64n256 fragments of both consumer warpgroups) rounded to bf16 and
+// stored to rows [128 m_tile, +128), columns [256 n_tile, +256) of `out`, 64 columns per round: the down
+// tiles' y and the d_x_k tiles.
+template <class Acc, class Coord>
+__device__ __forceinline__ void store_tile_bf16(const SyncContext& sc, GemmSmem& s, int ctid, Acc& acc,
+                                                const Coord& coord, const StoreBf16& out, int m_tile, int n_tile) {
+  using cute::get;
+  store_rounds<256 / 64>(
+      sc, s, ctid,
+      [&](int r, uint8_t* strip) {
+        CUTE_UNROLL
+        for (int i = 32 * r; i < 32 * r + 32; i += 2) {
+          const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * r;
+          st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), bf16x2_from_f32(acc(i), acc(i + 1)));
+        }
+      },
+      [&](int r, int wg, const uint8_t* strip) { tma_store_strip(out, strip, m_tile * 2 + wg, n_tile * (256 / 64) + r, 0); });
 }
 
 }  // namespace calico::gpu::mk

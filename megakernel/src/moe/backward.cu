@@ -397,17 +397,7 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
       [&](auto& acc, auto& coord) {
         // Round r: columns [64 r, 64 r + 64). Padding rows hold +0 (their d_g, d_u rows are zeros); the combine
         // never reads them.
-        const StoreBf16& DX = t.shared ? p.st_dxs : p.st_dx;
-        store_rounds<kWideN / 64>(
-            p.sync, s, ctid,
-            [&](int r, uint8_t* strip) {
-              CUTE_UNROLL
-              for (int i = 32 * r; i < 32 * r + 32; i += 2) {
-                const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * r;
-                st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), bf16x2_from_f32(acc(i), acc(i + 1)));
-              }
-            },
-            [&](int r, int wg, const uint8_t* strip) { tma_store_strip(DX, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r, 0); });
+        store_tile_bf16(p.sync, s, ctid, acc, coord, t.shared ? p.st_dxs : p.st_dx, t.m, t.n);
       });
   if (!ok) return false;
   const long long lap = clock64();

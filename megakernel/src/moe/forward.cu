@@ -201,17 +201,7 @@ __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps,
     long long lap = clock64();
     // Round r: columns [64 r, 64 r + 64). Routed padding rows hold +0 (their h rows are zeros); the combine
     // never reads them.
-    const StoreBf16& Y = sh ? p.st_ys : p.st_y;
-    store_rounds<kWideN / 64>(
-        p.sync, s, ctid,
-        [&](int r, uint8_t* strip) {
-          CUTE_UNROLL
-          for (int i = 32 * r; i < 32 * r + 32; i += 2) {
-            const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * r;
-            st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), bf16x2_from_f32(acc(i), acc(i + 1)));
-          }
-        },
-        [&](int r, int wg, const uint8_t* strip) { tma_store_strip(Y, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r, 0); });
+    store_tile_bf16(p.sync, s, ctid, acc, coord, sh ? p.st_ys : p.st_y, t.m, t.n);
     lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
     epilogue_stores_visible(ctid);  // the combine reads y
     if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_down_total, 1);
