@@ -3,7 +3,8 @@
 #   Here (the developer machine):  bash scripts/variants.sh prepare NAME=REF [NAME=REF ...]
 #     writes each commit's tree to .variants/NAME (ignored by git through .git/info/exclude); the device
 #     call then carries ".variants" (and ".whl" for the CUTLASS headers).
-#   On the GPU machine:            bash scripts/variants.sh bench [OUT]
+#   On the GPU machine:            bash scripts/variants.sh [build|bench] [OUT]
+#     (build: only the builds, e.g. in the background while scripts/gpu.sh runs; bench builds what is not built)
 #     builds `calico` of every .variants/NAME (its own build-gpu), then runs scripts/bench_megakernel.sh of the
 #     CURRENT tree with each variant's binary, one variant after the other in the same call, and writes
 #     OUT/variants.jsonl (each row tagged with its variant) and a table on stdout. The bench settings
@@ -14,7 +15,7 @@
 # not (the deepseek-v3 forward alone varied by 15% between calls on 2026-12-01).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-usage() { echo "usage: $0 prepare NAME=REF [NAME=REF ...] | bench [OUT]" >&2; exit 2; }
+usage() { echo "usage: $0 prepare NAME=REF [NAME=REF ...] | build [OUT] | bench [OUT]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 case "$1" in
   prepare)
@@ -34,7 +35,7 @@ case "$1" in
     done
     echo "carry: [\".whl\", \".variants\"] ($(du -sh .variants | cut -f1))"
     ;;
-  bench)
+  build|bench)
     OUT="$(mkdir -p "${2:-variants-out}" && realpath "${2:-variants-out}")"
     export PATH="/usr/local/cuda/bin:$PATH"
     if [ -z "${CALICO_CUTLASS_INCLUDE:-}" ] && ls .whl/nvidia_cutlass-*.whl > /dev/null 2>&1; then
@@ -46,11 +47,13 @@ case "$1" in
     : > "$OUT/variants.jsonl"
     for dir in .variants/*/; do  # build them all first: the benchmarks then run back to back
       name="$(basename "$dir")"
+      [ -x "$dir/build-gpu/cli/calico" ] && [ -f "$dir/build-gpu/BUILT" ] && continue  # built by an earlier `build`
       echo "[$(date +%T)] build $name: $(cat "$dir/VARIANT" 2>/dev/null)"
       (cd "$dir" && cmake --preset gpu -DCALICO_BENCHMARKS=OFF -DCALICO_H5DUMP=/bin/false > "$OUT/build-$name.log" 2>&1 \
-        && cmake --build build-gpu -j "$(nproc)" --target calico >> "$OUT/build-$name.log" 2>&1) \
+        && cmake --build build-gpu -j "$(nproc)" --target calico >> "$OUT/build-$name.log" 2>&1 && touch build-gpu/BUILT) \
         || { echo "build of $name failed:"; grep -E "error" "$OUT/build-$name.log" | head -10; status=1; }
     done
+    [ "$1" = build ] && exit $status
     for dir in .variants/*/; do
       name="$(basename "$dir")"
       [ -x "$dir/build-gpu/cli/calico" ] || continue
