@@ -9,6 +9,7 @@
 // Compute tasks in walk order (each waits only on earlier ones or on communication tasks):
 //   [shared d_h] [routed d_h] [shared d_x_k] [routed d_x_k] [shared dW_down] [routed dW_down (e, tile)]
 //   [shared dW_gate] [shared dW_up] [routed dW_gate (e, tile)] [routed dW_up (e, tile)]
+// The dgrad phases walk experts in order and groups of m-tiles column by column (schedule/tile_order.h).
 // The tail queue (communication CTAs first, then every CTA as it finishes): d_router_weights, then the d_x
 // combine; it overlaps the weight-gradient tiles.
 //
@@ -26,6 +27,7 @@
 #include "gemm/gather.cuh"
 #include "moe/params.cuh"
 #include "moe/persistent.cuh"
+#include "schedule/tile_order.h"
 
 namespace calico::gpu::mk {
 namespace {
@@ -99,14 +101,20 @@ struct BwdPlan {
       default: t.kind = kWUp; break;
     }
     if (t.kind == kDh || t.kind == kDx) {
-      // NOTE: with pull, d_h tiles walk column-major (every m-tile's column 0 first): the tiles of column 0
-      // gather d_y and write it expert-major, and the later columns read it by TMA, long since written. With
-      // push, row-major: the columns of an m-tile follow its dispatch.
+      // NOTE: with pull, every routed m-tile's d_h column 0 comes first: those tiles gather d_y and write it
+      // expert-major, and the later columns read it by TMA, long since written (grouped right behind column 0,
+      // a column-1 producer would wait out the whole column-0 tile of its m-tile).
+      // The rest in the grouped order (schedule/tile_order.h: tiles of one expert's weight columns together).
       const int n_per_m = t.kind == kDh ? (t.shared ? ndhs : ndh) : nd;
-      const int m_tiles = t.shared ? mts : mt;
-      const bool column_major = t.kind == kDh && p.pull_dy;
-      t.m = column_major ? j % m_tiles : j / n_per_m;
-      t.n = column_major ? j / m_tiles : j % n_per_m;
+      const bool column0_first = t.kind == kDh && p.pull_dy && !t.shared;
+      if (column0_first && j < mt) {
+        t.m = j, t.n = 0;
+      } else {
+        const int jj = column0_first ? j - mt : j, cols = column0_first ? n_per_m - 1 : n_per_m;
+        const TileMN mn = t.shared ? grouped_tile(jj, 0, mts, cols)
+                                   : routed_grouped_tile(jj, cols, p.sch.tile_expert, p.sch.tile_first);
+        t.m = mn.m, t.n = mn.n + (column0_first ? 1 : 0);
+      }
       if (t.shared) {
         t.e = -1;
         t.rows = min(kBM, p.d.T - t.m * kBM);

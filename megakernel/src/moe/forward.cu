@@ -8,7 +8,8 @@
 // Compute tasks, in the one order every compute CTA walks (CTA c takes tasks c, c + n, c + 2n, ...; each task
 // waits only on earlier ones or on communication tasks, so the walk cannot deadlock):
 //   [shared gate/up (m, n)] [routed gate/up (m, n)] [shared down (m, n)] [routed down (m, n)]
-// with m the 128-row tile of the expert-major buffer (segments padded to 128 rows) and n the column tile.
+// with m the 128-row tile of the expert-major buffer (segments padded to 128 rows) and n the column tile;
+// inside a phase, experts in order and groups of m-tiles column by column (schedule/tile_order.h).
 #include <cuda_runtime.h>
 
 // The device helpers below are compiled out of the non-sm_90a passes (the kernel body is a refusal there).
@@ -20,6 +21,7 @@
 #include "gemm/gather.cuh"
 #include "moe/params.cuh"
 #include "moe/persistent.cuh"
+#include "schedule/tile_order.h"
 
 namespace calico::gpu::mk {
 namespace {
@@ -65,12 +67,14 @@ struct FwdPlan {
     } else {
       t.kind = kRoutedDown, j = id - end_sd, n_per_m = nd;
     }
-    t.m = j / n_per_m;
-    t.n = j % n_per_m;
+    // Grouped m-tiles walk each column together (schedule/tile_order.h: the weight columns' second read hits L2).
     if (t.kind == kSharedGateUp || t.kind == kSharedDown) {
-      t.e = -1;
+      const TileMN mn = grouped_tile(j, 0, mts, n_per_m);
+      t.m = mn.m, t.n = mn.n, t.e = -1;
       t.rows = min(kBM, p.d.T - t.m * kBM);
     } else {
+      const TileMN mn = routed_grouped_tile(j, n_per_m, p.sch.tile_expert, p.sch.tile_first);
+      t.m = mn.m, t.n = mn.n;
       t.e = p.sch.tile_expert[t.m];
       t.rows = routed_tile_rows(p.sch, t.m, t.e);
     }
