@@ -113,5 +113,49 @@ TEST(TileOrder, RoutedWalkDecodesEveryExpertsBlockIncludingEmptyExperts) {
   }
 }
 
+// Checks a walk of main and side tasks: each index of each kind once and in order, no side task before
+// `lead`, and side tasks at most ceil(span / n_side) positions apart. "" if none.
+template <class Slot>
+std::string walk_problem(Slot&& slot, int n_main, int n_side, int lead) {
+  int next_main = 0, next_side = 0, last_side = lead - 1;
+  const long long span = static_cast<long long>(n_main) + n_side - lead;
+  const long long gap = n_side > 0 ? (span + n_side - 1) / n_side : 0;
+  for (int i = 0; i < n_main + n_side; ++i) {
+    const WalkSlot s = slot(i);
+    if (s.side) {
+      if (i < lead) return "side task at position " + std::to_string(i) + " before the lead";
+      if (s.index != next_side) return "side task " + std::to_string(s.index) + " at position " + std::to_string(i);
+      if (i - last_side > gap) return "side tasks " + std::to_string(i - last_side) + " apart";
+      ++next_side, last_side = i;
+    } else {
+      if (s.index != next_main) return "main task " + std::to_string(s.index) + " at position " + std::to_string(i);
+      ++next_main;
+    }
+  }
+  if (next_main != n_main || next_side != n_side) return "missing tasks";
+  return "";
+}
+
+TEST(TileOrder, SideTasksInterleaveEvenlyAfterTheLead) {
+  // No side tasks; as many side as main tasks; lead = everything (side tasks last); the backward's sizes.
+  const int cases[][3] = {{10, 0, 0}, {1, 1, 0},       {7, 7, 3},         {5, 20, 5},         {1000, 3, 0},
+                          {64, 16, 64}, {11264, 512, 0}, {18432, 1024, 1056}, {344064, 256, 1056}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE("main " + std::to_string(c[0]) + " side " + std::to_string(c[1]) + " lead " + std::to_string(c[2]));
+    EXPECT_EQ(walk_problem([&](int i) { return interleaved_slot(i, c[0], c[1], c[2]); }, c[0], c[1], c[2]), "");
+  }
+}
+
+TEST(TileOrder, WalkCheckCatchesBadInterleaves) {
+  // All side tasks first: before the lead. All side tasks last with lead 0: too far apart.
+  auto side_first = [](int i) { return i < 4 ? WalkSlot{true, i} : WalkSlot{false, i - 4}; };
+  EXPECT_NE(walk_problem(side_first, 10, 4, 2).find("before the lead"), std::string::npos);
+  auto side_last = [](int i) { return i >= 10 ? WalkSlot{true, i - 10} : WalkSlot{false, i}; };
+  EXPECT_NE(walk_problem(side_last, 10, 4, 0).find("apart"), std::string::npos);
+  // A side index repeated.
+  auto repeated = [](int i) { return i % 2 ? WalkSlot{true, 0} : WalkSlot{false, i / 2}; };
+  EXPECT_NE(walk_problem(repeated, 3, 3, 0).find("side task 0 at position 3"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace calico::gpu::mk

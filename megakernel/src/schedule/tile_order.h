@@ -44,4 +44,22 @@ CALICO_HD TileMN routed_grouped_tile(int j, int n_per_m, const int* tile_expert,
   return grouped_tile(j, first, tile_first[e + 1] - first, n_per_m);
 }
 
+// A walk of n_main main tasks (GEMM tiles) with n_side side tasks (memory-bound work: the router gradient,
+// the d_x combine) spread evenly over its positions [lead, n_main + n_side): a side task runs on a CTA while
+// the others run GEMM tiles, so its HBM traffic overlaps their tensor-core time instead of following it.
+// lead: positions that stay main tasks (a side task that must wait for the main tasks before the walk lets
+// those finish first). Position i -> {side?, index among its kind}; every main index and every side index
+// exactly once, in increasing order (host test). Requires 0 <= lead <= n_main.
+struct WalkSlot {
+  bool side = false;
+  int index = 0;
+};
+CALICO_HD WalkSlot interleaved_slot(int i, int n_main, int n_side, int lead) {
+  if (i < lead || n_side == 0) return {false, i};
+  const long long span = static_cast<long long>(n_main) + n_side - lead, j = i - lead;
+  const int before = static_cast<int>(j * n_side / span), after = static_cast<int>((j + 1) * n_side / span);
+  if (after > before) return {true, before};
+  return {false, i - before};
+}
+
 }  // namespace calico::gpu::mk
