@@ -10,8 +10,9 @@
 //   [shared d_h] [routed d_h] [shared d_x_k] [routed d_x_k] [shared dW_down] [routed dW_down (e, tile)]
 //   [shared dW_gate] [shared dW_up] [routed dW_gate (e, tile)] [routed dW_up (e, tile)]
 // The dgrad phases walk experts in order and groups of m-tiles column by column (schedule/tile_order.h).
-// The tail queue (communication CTAs first, then every CTA as it finishes): d_router_weights, then the d_x
-// combine; it overlaps the weight-gradient tiles.
+// Side tasks in the same walk (no K loop; the consumer warpgroups run them): d_router_weights spread over the
+// dgrad tiles, the d_x combine over the weight-gradient tiles, so their HBM traffic overlaps other CTAs'
+// tensor-core time (they were a tail after the last tile: 1.2 M of 12 M cycles per qwen3 backward).
 //
 // NOTE (weight gradients, calico/reference.h): K is the expert's rows in canonical order, k16 steps from row
 // 0 of its segment; one CTA runs the whole chain of an output tile, starting from the carried-in fp32 value,
@@ -45,6 +46,9 @@ enum BwdKind {
   kWDown,  // dW_down tile (c-tile, j-tile)
   kWGate,  // dW_gate tile (j-tile, c-tile)
   kWUp,    // dW_up tile
+  // side tasks (schedule/tile_order.h, interleaved_slot): no K loop, run by the consumer warpgroups
+  kRouter,   // d_router_weights of pairs [m * router_pairs, +router_pairs)
+  kCombine,  // d_x of tokens [m * combine_tokens, +combine_tokens), after every d_x_k tile
 };
 
 struct BwdTask {
@@ -60,6 +64,9 @@ struct BwdPlan {
   int mt, mts, ndh, ndhs, nd;
   int wd_m, wd_n, wds_n, wg_m, wgs_m, wg_n;  // wgrad tile grids
   int ends[10];
+  int n_gemm;               // the GEMM tiles (ends[9])
+  int n_router, n_combine;  // the side tasks
+  int combine_lead;         // weight-gradient tiles before the first combine task
   int total;
   __device__ explicit BwdPlan(const BackwardParams& params) : p(params) {
     const LayerDims& d = p.d;
@@ -80,14 +87,37 @@ struct BwdPlan {
                             d.E * wg_m * wg_n,   d.E * wg_m * wg_n};
     int acc = 0;
     for (int i = 0; i < 10; ++i) ends[i] = (acc += counts[i]);
-    total = acc;
+    n_gemm = acc;
+    n_router = ceil_div(d.T * d.K, p.router_pairs);
+    n_combine = ceil_div(d.T, p.combine_tokens);
+    // NOTE: a combine task waits for the last d_x_k tiles, which the walk hands out just before the weight
+    // gradients: some tiles per CTA first (each CTA runs its last d_x_k meanwhile).
+    combine_lead = min(n_gemm - ends[3], 8 * static_cast<int>(gridDim.x));
+    total = n_gemm + n_router + n_combine;
   }
+  // The walk: the router-gradient tasks spread over the dgrad tiles, the combine tasks over the weight
+  // gradients after combine_lead (the task's HBM traffic overlaps other CTAs' tensor-core time).
+  __device__ bool is_side(const BwdTask& t) const { return t.kind == kRouter || t.kind == kCombine; }
   __device__ int total_dx() const { return (mts + mt) * nd; }
   // False for a weight gradient of an expert without rows (no k-tile; its accumulator is left as it is).
   __device__ bool has_stages(const BwdTask& t) const { return (t.kind != kWDown && t.kind != kWGate && t.kind != kWUp) || t.rows > 0; }
 
   const BackwardParams& p;
   __device__ BwdTask decode(int id) const {
+    const int n_dgrad = ends[3], first_region = n_dgrad + n_router;
+    const WalkSlot slot = id < first_region
+                              ? interleaved_slot(id, n_dgrad, n_router, 0)
+                              : interleaved_slot(id - first_region, n_gemm - n_dgrad, n_combine, combine_lead);
+    if (slot.side) {
+      BwdTask t{};
+      t.kind = id < first_region ? kRouter : kCombine;
+      t.m = slot.index;
+      t.e = -1;
+      return t;
+    }
+    return decode_gemm(id < first_region ? slot.index : n_dgrad + slot.index);
+  }
+  __device__ BwdTask decode_gemm(int id) const {
     int phase = 0;
     while (id >= ends[phase]) ++phase;
     const int j = id - (phase == 0 ? 0 : ends[phase - 1]);
@@ -203,6 +233,9 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
   constexpr uint32_t kBytesDgrad = OpK128::kTileBytes + OpMN256::kTileBytes;
   constexpr uint32_t kBytesWgrad = OpMN128::kTileBytes + OpMN256::kTileBytes;
   switch (t.kind) {
+    case kRouter:
+    case kCombine:
+      return publish_empty_stage(sc, s, ps, ptid, id, [] {});
     case kDh: {
       const OpMN256& B = t.shared ? p.tma_wsd_t : p.tma_wd_t;
       const int k_tiles = ceil_div(d.H, kBK);
@@ -471,37 +504,31 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
   return ok;
 }
 
-// ---- communication CTAs and the combine tail -------------------------------------------------------------
-// The dynamic tail queue, shared by every CTA once its own queue is done: first the router-gradient tasks
-// (no dependency: d_out and the forward's y rows), then the d_x combine tasks (after every d_x_k tile).
-template <class Barrier>
-__device__ void backward_tail(const BackwardParams& p, const BwdPlan& plan, int tid, int nthreads, int* slot,
-                              Barrier&& barrier) {
-  const int pairs = p.d.T * p.d.K, np = p.router_pairs, n_router = ceil_div(pairs, np);
-  const int ct = p.combine_tokens, n_combine = ceil_div(p.d.T, ct);
-  bool combine_ready = false;
-  for (;;) {
-    if (tid == 0) slot[0] = atomicAdd(p.c_tail, 1);
-    barrier();
-    const int task = slot[0];
-    barrier();
-    if (task >= n_router + n_combine) return;
-    if (task < n_router) {
-      router_grad_pairs(p.d_out, p.y, p.sch.token_row, p.d_router_weights, task * np, min(np, pairs - task * np),
-                        p.d.K, p.d.H, tid, nthreads);
-      continue;
-    }
-    if (!combine_ready) {
-      if (tid == 0)
-        slot[1] = wait_all(p.sync, p.c_dx_total, plan.total_dx(), kStageCombineBwd, -1, kCounterDxTotal, 0);
-      barrier();
-      if (!slot[1]) return;
-      combine_ready = true;
-    }
-    const int c = task - n_router;
-    combine_tokens<false>(p.dx, p.sch.token_row, nullptr, p.d.Is > 0 ? p.dxs : nullptr, p.d_x, c * ct,
-                          min(ct, p.d.T - c * ct), p.d.K, p.d.H, tid, nthreads);
+// ---- side tasks and the communication CTAs --------------------------------------------------------------
+// A side task: its empty stage, then the work on the 256 consumer threads. Router gradient: no dependency
+// (d_out and the forward's y). Combine: after every d_x_k tile (the counter is complete long before most).
+__device__ bool consume_side(const BackwardParams& p, const BwdPlan& plan, GemmSmem& s, PipeState& ps,
+                             const BwdTask& t, int id, int ctid) {
+  if (!consume_empty_stage(p.sync, s, ps, id)) return false;
+  const long long c0 = clock64();
+  if (t.kind == kRouter) {
+    const int pairs = p.d.T * p.d.K, np = p.router_pairs;
+    router_grad_pairs(p.d_out, p.y, p.sch.token_row, p.d_router_weights, t.m * np, min(np, pairs - t.m * np), p.d.K,
+                      p.d.H, ctid, kConsumerThreads);
+    profile_lap(p.sync, kProfSideRouter, c0, ctid);
+    return true;
   }
+  if (ctid == 0) s.task_slot[1] = wait_all(p.sync, p.c_dx_total, plan.total_dx(), kStageCombineBwd, id, kCounterDxTotal, 0);
+  consumer_barrier();
+  const bool ready = s.task_slot[1] != 0;
+  consumer_barrier();  // every thread has read the slot before thread 0 writes it again
+  if (!ready) return false;
+  const long long c1 = profile_lap(p.sync, kProfSideCombineWait, c0, ctid);
+  const int ct = p.combine_tokens;
+  combine_tokens<false>(p.dx, p.sch.token_row, nullptr, p.d.Is > 0 ? p.dxs : nullptr, p.d_x, t.m * ct,
+                        min(ct, p.d.T - t.m * ct), p.d.K, p.d.H, ctid, kConsumerThreads);
+  profile_lap(p.sync, kProfSideCombine, c1, ctid);
+  return true;
 }
 
 __device__ void backward_comm(const BackwardParams& p, const BwdPlan& plan, GemmSmem& s) {
@@ -514,7 +541,6 @@ __device__ void backward_comm(const BackwardParams& p, const BwdPlan& plan, Gemm
       signal_add(&p.c_dy_expert[p.sch.tile_expert[m]], 1);
     }
   }
-  backward_tail(p, plan, threadIdx.x, kThreads, s.task_slot, [] { __syncthreads(); });
 }
 
 __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_constant__ BackwardParams p) {
@@ -530,11 +556,13 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
         switch (t.kind) {
           case kDh: ok = consume_dh(p, s, ps, t, id, ctid); break;
           case kDx: ok = consume_dx(p, s, ps, t, id, ctid); break;
+          case kRouter:
+          case kCombine: ok = consume_side(p, plan, s, ps, t, id, ctid); break;
           default: ok = consume_wgrad(p, s, ps, t, id, ctid); break;
         }
         return ok;
       },
-      [&](int ctid) { backward_tail(p, plan, ctid, kConsumerThreads, s.task_slot, [] { consumer_barrier(); }); });
+      [](int) {});  // no tail: the router gradient and the combine are side tasks of the walk
 #else
   __trap();  // not an sm_90a build: the host refuses other devices first
 #endif

@@ -247,7 +247,7 @@ struct MoeLayer::Impl {
     scratch = i32(mk::schedule_scratch_ints(d.T, d.E));
     n_counters_fwd = mtc + (mtc + mts) + 3;
     counters_fwd = i32(n_counters_fwd);
-    n_counters_bwd = mtc + E + (mtc + mts) + (E + 1) + 3;
+    n_counters_bwd = mtc + E + (mtc + mts) + (E + 1) + 2;  // ... c_dx_total, c_task
     counters_bwd = i32(n_counters_bwd);
     abort_flag = i32(1);
     error = reinterpret_cast<mk::ErrorRecord*>(i32(sizeof(mk::ErrorRecord) / sizeof(int)));
@@ -310,8 +310,7 @@ struct MoeLayer::Impl {
     bp.c_dh = bp.c_dy_expert + E;
     bp.c_dh_expert = bp.c_dh + d.mtiles_cap + d.shared_mtiles();
     bp.c_dx_total = bp.c_dh_expert + E + 1;
-    bp.c_tail = bp.c_dx_total + 1;
-    bp.c_task = bp.c_tail + 1;
+    bp.c_task = bp.c_dx_total + 1;
     bp.dynamic_walk = opt.dynamic_walk;
     bp.silu = {silu_table};
     bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
@@ -546,6 +545,10 @@ std::string MoeLayer::profile_report() {
                        per(c[mk::kProfEpiDgradH], n_compute), per(c[mk::kProfEpiDgradX], n_compute),
                        per(c[mk::kProfEpiWgrad], n_compute));
     r += fmt::format("  of the epilogues, waiting for a free output strip: {:.2f}\n", per(c[mk::kProfStoreWait], n_compute));
+    if (pass == 1)
+      r += fmt::format("  side tasks (within tasks): router gradient {:.2f}, d_x combine {:.2f} (waiting for d_x_k {:.2f})\n",
+                       per(c[mk::kProfSideRouter], n_compute), per(c[mk::kProfSideCombine], n_compute),
+                       per(c[mk::kProfSideCombineWait], n_compute));
     if (pass == 1)
       r += fmt::format("  main loops by GEMM: d_h {:.2f}, d_x_k {:.2f}, weight gradients {:.2f}\n",
                        per(c[mk::kProfMainDgradH], n_compute), per(c[mk::kProfMainDgradX], n_compute),

@@ -73,7 +73,7 @@ struct BackwardParams {
   SiluTables silu;
   int carry_in_wgrad = 1;     // 1: weight-gradient chains start from the carried-in accumulators; 0: from +0
   int combine_tokens = 16;
-  int router_pairs = 128;     // (t, k) pairs per router-gradient task
+  int router_pairs = 256;     // (t, k) pairs per router-gradient task (a side task of the walk)
   int skip_signal_task = -1;
   const uint16_t* d_out = nullptr;  // [T,H]
   const uint16_t *xp = nullptr, *g = nullptr, *u = nullptr, *h = nullptr, *y = nullptr;  // from the forward
@@ -84,8 +84,7 @@ struct BackwardParams {
   float* d_router_weights = nullptr;    // [T,K]
   float *d_wg = nullptr, *d_wu = nullptr, *d_wd = nullptr;     // fp32 accumulators, carried in and out
   float *d_wsg = nullptr, *d_wsu = nullptr, *d_wsd = nullptr;
-  int *c_dy = nullptr, *c_dy_expert = nullptr, *c_dh = nullptr, *c_dh_expert = nullptr, *c_dx_total = nullptr,
-      *c_tail = nullptr;
+  int *c_dy = nullptr, *c_dy_expert = nullptr, *c_dh = nullptr, *c_dh_expert = nullptr, *c_dx_total = nullptr;
   int* c_task = nullptr;
   int dynamic_walk = 1;
   // dgrad: A K-major rows, B MN-major weights

@@ -55,23 +55,41 @@ __device__ __forceinline__ int ring_read(const GemmSmem& s, int j, Task& task) {
   return words[0];
 }
 
-// The producer's end of a dynamic walk: kNoTask logged, then one more stage, empty (every producer thread
-// arrives, as for a stage without gathered rows; no bytes are expected).
-__device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, PipeState& ps, int ptid, int j) {
-  if (!mbar_wait(sc, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, kNoTask, kCounterMbarEmpty, ps.stage))
-    return;
+// One stage published empty (every producer thread arrives, as for a stage without gathered rows; no bytes
+// are expected): a task without a K loop (a side task, the walk's end) still passes one stage, which carries
+// its ring entry to the consumers. `before()`: thread 0, once the stage is free. False if the wait failed.
+template <class Before>
+__device__ __forceinline__ bool publish_empty_stage(const SyncContext& sc, GemmSmem& s, PipeState& ps, int ptid,
+                                                    int task, Before&& before) {
+  if (!mbar_wait(sc, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, task, kCounterMbarEmpty, ps.stage))
+    return false;
   if (ptid == 0) {
-    s.ring[j % kTaskRing][0] = kNoTask;
+    before();
     mbar_arrive(&s.full[ps.stage]);  // in place of thread 0's arrive.expect_tx
   }
   mbar_arrive(&s.full[ps.stage]);
+  ps.advance();
+  return true;
+}
+// The consumers' side of such a stage: wait for it, release it (lane 0 of each warp, after the ring read).
+__device__ __forceinline__ bool consume_empty_stage(const SyncContext& sc, GemmSmem& s, PipeState& ps, int task) {
+  if (!mbar_wait(sc, &s.full[ps.stage], ps.phase, kStagePipelineFull, task, kCounterMbarFull, ps.stage)) return false;
+  mbar_arrive_if(&s.empty[ps.stage], (threadIdx.x % 32) == 0);
+  ps.advance();
+  return true;
+}
+
+// The producer's end of a dynamic walk: kNoTask logged in one more, empty stage.
+__device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, PipeState& ps, int ptid, int j) {
+  publish_empty_stage(sc, s, ps, ptid, kNoTask, [&] { s.ring[j % kTaskRing][0] = kNoTask; });
 }
 
 // comm(): the data-movement CTA's work; produce(ps, task, id) -> bool (every thread of the producer warpgroup); consume(ps, task, id, ctid) -> bool;
 // tail(ctid): the consumers' share of the tail queue. ticket: the pass's task counter (zeroed before the
 // launch); dynamic: take tasks from the ticket (else the static walk).
-// plan.has_stages(task): false for a task with no k-tile (a weight gradient of an expert without rows: its
-// accumulator stays as it is), which the dynamic walk skips.
+// plan.has_stages(task): false for a task with nothing to do (a weight gradient of an expert without rows: its
+// accumulator stays as it is), which the dynamic walk skips. A side task (no K loop) passes one empty stage
+// (publish_empty_stage / consume_empty_stage), which carries its ring entry.
 template <class Plan, class Comm, class Produce, class Consume, class Tail>
 __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_comm, GemmSmem& s, const Plan& plan,
                                                int* ticket, bool dynamic, Comm&& comm,

@@ -69,6 +69,7 @@ enum ProfileSlot : int {
   kProfFullWait, kProfFullWaitDgradH, kProfFullWaitDgradX, kProfFullWaitWgrad,
   kProfEpiDgradH, kProfEpiDgradX, kProfEpiWgrad,  // backward epilogues by GEMM kind (within kProfEpilogue)
   kProfStoreWait,  // consumer thread 0 waiting for an epilogue strip to be free again (gemm/tma_store.cuh)
+  kProfSideRouter, kProfSideCombine, kProfSideCombineWait,  // backward side tasks (moe/backward.cu)
   kProfSlots
 };
 
