@@ -54,15 +54,17 @@ __device__ __forceinline__ float silu_of_gate(uint16_t g_bits, const Clamp& c, c
   return __ldg(&t.entries[cut ? kSiluTableLimit : g_bits].x);
 }
 
-// Forward, two adjacent columns, in two parts so the lookups can be issued long before their use (the
-// table lives in L2): silu(g') of a bf16x2 g word, then h = bf16(silu(g') * u') of the u word (lo: the first
-// column).
-__device__ __forceinline__ float2 silu_of_gate2(uint32_t g, const Clamp& c, const SiluTables& t) {
-  return make_float2(silu_of_gate(static_cast<uint16_t>(g & 0xFFFFu), c, t),
-                     silu_of_gate(static_cast<uint16_t>(g >> 16), c, t));
-}
-__device__ __forceinline__ uint32_t swiglu_h2(float2 silu_g, uint32_t u, const Clamp& c) {
-  return bf16x2_from_f32(__fmul_rn(silu_g.x, c.up(bf16x2_lo(u))), __fmul_rn(silu_g.y, c.up(bf16x2_hi(u))));
+// Forward, two adjacent columns: from the fp32 GEMM results, the saved bf16 g, u and h as bf16x2 words (lo:
+// the first column).
+struct SwigluOut2 {
+  uint32_t g, u, h;
+};
+__device__ __forceinline__ SwigluOut2 swiglu_forward2(float acc_g0, float acc_g1, float acc_u0, float acc_u1,
+                                                      const Clamp& c, const SiluTables& t) {
+  const uint32_t g = bf16x2_from_f32(acc_g0, acc_g1), u = bf16x2_from_f32(acc_u0, acc_u1);
+  const float h0 = __fmul_rn(silu_of_gate(static_cast<uint16_t>(g & 0xFFFFu), c, t), c.up(bf16x2_lo(u)));
+  const float h1 = __fmul_rn(silu_of_gate(static_cast<uint16_t>(g >> 16), c, t), c.up(bf16x2_hi(u)));
+  return {g, u, bf16x2_from_f32(h0, h1)};
 }
 
 // Backward, two adjacent columns: d_h (fp32 GEMM results, rounded to bf16 first), saved bf16 g, u as bf16x2

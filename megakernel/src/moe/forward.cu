@@ -173,27 +173,18 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
     constexpr int kHalf = std::remove_reference_t<decltype(size(acc))>::value / 2;
     // Round 3b + k: g (k = 0), u (1), h (2) of columns [64 b, 64 b + 64) of the tile's 128. Routed padding
     // rows get exact zeros; the shared expert's rows past T and columns past I are clipped by TMA.
-    // NOTE: the g round also issues the h round's SiLU lookups (L2 latency, every warp at once behind the
-    // same barriers), so they land while the g and u strips are written.
-    float2 silu_g[16];
     store_rounds<3 * (kGateUpN / 64)>(
         p.sync, s, ctid,
         [&](int r, uint8_t* strip) {
           const int b = r / 3, k = r % 3;
           CUTE_UNROLL
-          for (int q = 0; q < 16; ++q) {
-            const int i = 32 * b + 2 * q;
+          for (int i = 32 * b; i < 32 * b + 32; i += 2) {
             if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
             const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b;
             uint32_t w;
-            if (k == 0) {
-              w = bf16x2_from_f32(acc(i), acc(i + 1));
-              silu_g[q] = silu_of_gate2(w, clamp, p.silu);
-            } else if (k == 1) {
-              w = bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf));
-            } else {
-              w = swiglu_h2(silu_g[q], bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf)), clamp);
-            }
+            if (k == 0) w = bf16x2_from_f32(acc(i), acc(i + 1));
+            else if (k == 1) w = bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf));
+            else w = swiglu_forward2(acc(i), acc(i + 1), acc(i + kHalf), acc(i + 1 + kHalf), clamp, p.silu).h;
             st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), m < t.rows ? w : 0u);
           }
         },
