@@ -28,7 +28,8 @@ struct MoeOptions {
   // Defaults: the fastest measured on the H200 (reports/megakernel-2026-12-01.md): pull in both passes.
   bool pull_forward = true, pull_backward = true;
   int comm_ctas_forward = 0;    // data-movement CTAs of the forward launch (RunConfig::comm_sms_forward), >= 1
-  int comm_ctas_backward = 0;   // with push, >= 1; with pull they run only the tails (combine, router gradient)
+  int comm_ctas_backward = 0;   // with push, >= 1. With the dynamic walk, data-movement CTAs join the compute
+                                // walk once their dispatch is done (static walk: forward, they run the tail)
   // The task walk (moe/persistent.cuh): dynamic (a ticket counter: a CTA takes the next task when ready) or
   // static (CTA c takes tasks c, c + n, ...). Results never depend on it.
   bool dynamic_walk = true;

@@ -549,7 +549,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   GemmSmem& s = gemm_smem(smem_raw);
   const BwdPlan plan(p);
   run_persistent(
-      p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&] { backward_comm(p, plan, s); },
+      p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&](bool) { backward_comm(p, plan, s); },
       [&](PipeState& ps, const BwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
       [&](PipeState& ps, const BwdTask& t, int id, int ctid) {
         bool ok;

@@ -233,14 +233,14 @@ __device__ void forward_tail(const ForwardParams& p, const FwdPlan& plan, int ti
   }
 }
 
-__device__ void forward_comm(const ForwardParams& p, const FwdPlan& plan, GemmSmem& s) {
+__device__ void forward_comm(const ForwardParams& p, const FwdPlan& plan, GemmSmem& s, bool with_tail) {
   for (int m = blockIdx.x; !p.pull && m < plan.mt; m += p.n_comm) {  // pull: the compute CTAs gather rows
     dispatch_rows(p.x, p.sch.row_token, p.xp, m * kBM, kBM, p.d.H, threadIdx.x, kThreads);
     fence_proxy_async_global();  // read by TMA in the gate/up tiles
     __syncthreads();
     if (threadIdx.x == 0) signal_add(&p.c_dispatched[m], 1);
   }
-  forward_tail(p, plan, threadIdx.x, kThreads, s.task_slot, [] { __syncthreads(); });
+  if (with_tail) forward_tail(p, plan, threadIdx.x, kThreads, s.task_slot, [] { __syncthreads(); });
 }
 
 __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_constant__ ForwardParams p) {
@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   GemmSmem& s = gemm_smem(smem_raw);
   const FwdPlan plan(p);
   run_persistent(
-      p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&] { forward_comm(p, plan, s); },
+      p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&](bool with_tail) { forward_comm(p, plan, s, with_tail); },
       [&](PipeState& ps, const FwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
       [&](PipeState& ps, const FwdTask& t, int id, int ctid) {
         return (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) ? consume_gateup(p, s, ps, t, id, ctid)

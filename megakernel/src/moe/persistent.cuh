@@ -84,7 +84,7 @@ __device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, 
   publish_empty_stage(sc, s, ps, ptid, kNoTask, [&] { s.ring[j % kTaskRing][0] = kNoTask; });
 }
 
-// comm(): the data-movement CTA's work; produce(ps, task, id) -> bool (every thread of the producer warpgroup); consume(ps, task, id, ctid) -> bool;
+// comm(with_tail): the data-movement CTA's dispatch, then the tail queue if with_tail; produce(ps, task, id) -> bool (every thread of the producer warpgroup); consume(ps, task, id, ctid) -> bool;
 // tail(ctid): the consumers' share of the tail queue. ticket: the pass's task counter (zeroed before the
 // launch); dynamic: take tasks from the ticket (else the static walk).
 // plan.has_stages(task): false for a task with nothing to do (a weight gradient of an expert without rows: its
@@ -95,10 +95,13 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
                                                int* ticket, bool dynamic, Comm&& comm,
                                                Produce&& produce, Consume&& consume, Tail&& tail) {
   if (static_cast<int>(blockIdx.x) < n_comm) {
+    // Data-movement CTA: its dispatch, then (dynamic walk) it joins the compute walk, taking tasks from the
+    // ticket like any compute CTA (the walk needs no CTA index), or (static walk) the tail queue.
     const long long c0 = clock64();
-    comm();
+    comm(/*with_tail=*/!dynamic);
     if (threadIdx.x == 0) profile_add(sync, kProfComm, clock64() - c0);
-    return;
+    if (!dynamic) return;
+    __syncthreads();  // the dispatch is done with shared memory before the pipeline's barriers are set up
   }
   const int ci = blockIdx.x - n_comm, nc = gridDim.x - n_comm;
   if (threadIdx.x == 0) pipeline_init(s);
