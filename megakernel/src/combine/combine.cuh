@@ -12,57 +12,41 @@
 
 namespace calico::gpu::mk {
 
-// NOTE: two output chunks per thread and step, so 2 x K row loads are in flight (K = 8 in the presets: the
-// loads of one step go out together before its chains); the combine is memory-latency bound.
 template <bool kWeighted>
 __device__ __forceinline__ void combine_tokens(const uint16_t* rows, const int* __restrict__ token_row,
                                                const float* __restrict__ weights, const uint16_t* shared,
                                                uint16_t* __restrict__ out, int t0, int nt, int K, int H, int tid,
                                                int nthreads) {
-  const int vpr = H / 8, total = nt * vpr;
-  for (int base = tid; base < total; base += 2 * nthreads) {
-    int t[2], c[2];
-    bool in[2];
-    float acc[2][8];
+  const int vpr = H / 8;
+  for (int i = tid; i < nt * vpr; i += nthreads) {
+    const int t = t0 + i / vpr, c = (i % vpr) * 8;
+    float acc[8];
+    if (shared) {
+      const Vec8 s = *reinterpret_cast<const Vec8*>(shared + static_cast<int64_t>(t) * H + c);
 #pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const int i = base + q * nthreads;
-      in[q] = i < total;
-      t[q] = t0 + (in[q] ? i : base) / vpr;  // an item past the end repeats the first (never stored)
-      c[q] = ((in[q] ? i : base) % vpr) * 8;
-      if (shared) {
-        const Vec8 v = *reinterpret_cast<const Vec8*>(shared + static_cast<int64_t>(t[q]) * H + c[q]);
+      for (int j = 0; j < 8; ++j) acc[j] = bf16_to_f32(s.v[j]);
+    } else {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[q][j] = bf16_to_f32(v.v[j]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[q][j] = 0.0f;
-      }
+      for (int j = 0; j < 8; ++j) acc[j] = 0.0f;
     }
 #pragma unroll 8
-    for (int k = 0; k < K; ++k) {
+    for (int k = 0; k < K; ++k) {  // unrolled: the K row loads are independent and go out together (K = 8 in
+                                   // the presets: one memory round trip per output chunk)
+      const int row = token_row[t * K + k];
+      const Vec8 v = *reinterpret_cast<const Vec8*>(rows + static_cast<int64_t>(row) * H + c);
+      if constexpr (kWeighted) {
+        const float w = weights[t * K + k];
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const int row = token_row[t[q] * K + k];
-        const Vec8 v = *reinterpret_cast<const Vec8*>(rows + static_cast<int64_t>(row) * H + c[q]);
-        if constexpr (kWeighted) {
-          const float w = weights[t[q] * K + k];
+        for (int j = 0; j < 8; ++j) acc[j] = f32_fma(w, bf16_to_f32(v.v[j]), acc[j]);
+      } else {
 #pragma unroll
-          for (int j = 0; j < 8; ++j) acc[q][j] = f32_fma(w, bf16_to_f32(v.v[j]), acc[q][j]);
-        } else {
-#pragma unroll
-          for (int j = 0; j < 8; ++j) acc[q][j] = __fadd_rn(acc[q][j], bf16_to_f32(v.v[j]));
-        }
+        for (int j = 0; j < 8; ++j) acc[j] = __fadd_rn(acc[j], bf16_to_f32(v.v[j]));
       }
     }
+    Vec8 o;
 #pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      if (!in[q]) continue;
-      Vec8 o;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) o.v[j] = f32_to_bf16(acc[q][j]);
-      *reinterpret_cast<Vec8*>(out + static_cast<int64_t>(t[q]) * H + c[q]) = o;
-    }
+    for (int j = 0; j < 8; ++j) o.v[j] = f32_to_bf16(acc[j]);
+    *reinterpret_cast<Vec8*>(out + static_cast<int64_t>(t) * H + c) = o;
   }
 }
 

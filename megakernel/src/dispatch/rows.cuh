@@ -18,6 +18,7 @@ struct alignas(16) Vec8 {
 // threads x 16 x 16 B = 96 KB per SM covers the memory latency. With 4 in flight (24 KB per SM) 16 SMs moved
 // ~215 GB/s and the dispatch, not the GEMMs, set the pace of the forward (measured with calico bench --profile).
 constexpr int kCopyDepth = 16;
+constexpr int kChainDepth = 4;  // the router gradient's look-ahead (two rows per thread)
 
 // Rows [row0, row0 + nrows) of `dst` (H columns) get x[row_token[row]], or zeros for padding rows.
 __device__ __forceinline__ void dispatch_rows(const uint16_t* __restrict__ x, const int* __restrict__ row_token,
@@ -76,40 +77,36 @@ __device__ __forceinline__ void dispatch_dy_rows(const uint16_t* __restrict__ d_
   }
 }
 
-// d_router_weights[t, k] = the fp32 chain over c = 0..H-1 of fmaf(d_out[t, c], y_k[c], acc) (the contract),
-// for tokens [t0, t0 + nt): one thread per (token, group of kRouterK pairs), the group's chains side by side.
-// NOTE: each chain is sequential, so a thread's time is its loads' latency; one d_out chunk serves the
-// group's chains, and every step keeps 2 x (1 + kRouterK) 16-byte loads in flight (one pair per thread
-// waited a full memory round trip per 32 columns: the router gradient was a third of the backward's tail).
-constexpr int kRouterK = 8;
-__device__ __forceinline__ void router_grad_tokens(const uint16_t* __restrict__ d_out, const uint16_t* __restrict__ y,
-                                                   const int* __restrict__ token_row, float* __restrict__ d_rw,
-                                                   int t0, int nt, int K, int H, int tid, int nthreads) {
-  const int groups = (K + kRouterK - 1) / kRouterK;
-  for (int i = tid; i < nt * groups; i += nthreads) {
-    const int t = t0 + i / groups, k0 = (i % groups) * kRouterK, kn = min(kRouterK, K - k0);
+// d_router_weights[p] for pairs p = t*K + k in [p0, p0 + n): one thread per pair, the fp32 chain over
+// c = 0..H-1 ascending: acc = fmaf(d_out[t, c], y_k[c], acc) (calico/reference.h). The loads of the next
+// kChainDepth vectors are issued before the chain consumes them.
+__device__ __forceinline__ void router_grad_pairs(const uint16_t* __restrict__ d_out, const uint16_t* __restrict__ y,
+                                                  const int* __restrict__ token_row, float* __restrict__ d_rw,
+                                                  int p0, int n, int K, int H, int tid, int nthreads) {
+  for (int i = tid; i < n; i += nthreads) {
+    const int p = p0 + i, t = p / K;
     const uint16_t* a = d_out + static_cast<int64_t>(t) * H;
-    const uint16_t* b[kRouterK];
+    const uint16_t* b = y + static_cast<int64_t>(token_row[p]) * H;
+    float acc = 0.0f;
+    int c = 0;
+    for (; c + 8 * kChainDepth <= H; c += 8 * kChainDepth) {
+      Vec8 va[kChainDepth], vb[kChainDepth];
 #pragma unroll
-    for (int u = 0; u < kRouterK; ++u)  // a group short of kRouterK pairs repeats its last row (never stored)
-      b[u] = y + static_cast<int64_t>(token_row[t * K + k0 + min(u, kn - 1)]) * H;
-    float acc[kRouterK];
+      for (int u = 0; u < kChainDepth; ++u) {
+        va[u] = *reinterpret_cast<const Vec8*>(a + c + 8 * u);
+        vb[u] = *reinterpret_cast<const Vec8*>(b + c + 8 * u);
+      }
 #pragma unroll
-    for (int u = 0; u < kRouterK; ++u) acc[u] = 0.0f;
-#pragma unroll 2
-    for (int c = 0; c < H; c += 8) {
-      const Vec8 va = *reinterpret_cast<const Vec8*>(a + c);
-      Vec8 vb[kRouterK];
+      for (int u = 0; u < kChainDepth; ++u)
 #pragma unroll
-      for (int u = 0; u < kRouterK; ++u) vb[u] = *reinterpret_cast<const Vec8*>(b[u] + c);
-#pragma unroll
-      for (int u = 0; u < kRouterK; ++u)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[u] = f32_fma(bf16_to_f32(va.v[j]), bf16_to_f32(vb[u].v[j]), acc[u]);
+        for (int j = 0; j < 8; ++j) acc = f32_fma(bf16_to_f32(va[u].v[j]), bf16_to_f32(vb[u].v[j]), acc);
     }
+    for (; c < H; c += 8) {
+      const Vec8 va = *reinterpret_cast<const Vec8*>(a + c), vb = *reinterpret_cast<const Vec8*>(b + c);
 #pragma unroll
-    for (int u = 0; u < kRouterK; ++u)
-      if (u < kn) d_rw[t * K + k0 + u] = acc[u];
+      for (int j = 0; j < 8; ++j) acc = f32_fma(bf16_to_f32(va.v[j]), bf16_to_f32(vb.v[j]), acc);
+    }
+    d_rw[p] = acc;
   }
 }
 

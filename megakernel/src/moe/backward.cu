@@ -47,7 +47,7 @@ enum BwdKind {
   kWGate,  // dW_gate tile (j-tile, c-tile)
   kWUp,    // dW_up tile
   // side tasks (schedule/tile_order.h, interleaved_slot): no K loop, run by the consumer warpgroups
-  kRouter,   // d_router_weights of tokens [m * router_tokens, +router_tokens)
+  kRouter,   // d_router_weights of pairs [m * router_pairs, +router_pairs)
   kCombine,  // d_x of tokens [m * combine_tokens, +combine_tokens), after every d_x_k tile
 };
 
@@ -88,7 +88,7 @@ struct BwdPlan {
     int acc = 0;
     for (int i = 0; i < 10; ++i) ends[i] = (acc += counts[i]);
     n_gemm = acc;
-    n_router = ceil_div(d.T, p.router_tokens);
+    n_router = ceil_div(d.T * d.K, p.router_pairs);
     n_combine = ceil_div(d.T, p.combine_tokens);
     // NOTE: a combine task waits for the last d_x_k tiles, which the walk hands out just before the weight
     // gradients: some tiles per CTA first (each CTA runs its last d_x_k meanwhile).
@@ -512,9 +512,9 @@ __device__ bool consume_side(const BackwardParams& p, const BwdPlan& plan, GemmS
   if (!consume_empty_stage(p.sync, s, ps, id)) return false;
   const long long c0 = clock64();
   if (t.kind == kRouter) {
-    const int nt = p.router_tokens;
-    router_grad_tokens(p.d_out, p.y, p.sch.token_row, p.d_router_weights, t.m * nt, min(nt, p.d.T - t.m * nt), p.d.K,
-                       p.d.H, ctid, kConsumerThreads);
+    const int pairs = p.d.T * p.d.K, np = p.router_pairs;
+    router_grad_pairs(p.d_out, p.y, p.sch.token_row, p.d_router_weights, t.m * np, min(np, pairs - t.m * np), p.d.K,
+                      p.d.H, ctid, kConsumerThreads);
     profile_lap(p.sync, kProfSideRouter, c0, ctid);
     return true;
   }
