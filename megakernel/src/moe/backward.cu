@@ -23,6 +23,7 @@
 #pragma nv_diag_suppress 177
 
 #include "combine/combine.cuh"
+#include "dispatch/bulk_rows.cuh"
 #include "dispatch/rows.cuh"
 #include "gemm/epilogue.cuh"
 #include "gemm/gather.cuh"
@@ -532,15 +533,20 @@ __device__ bool consume_side(const BackwardParams& p, const BwdPlan& plan, GemmS
 }
 
 __device__ void backward_comm(const BackwardParams& p, const BwdPlan& plan, GemmSmem& s) {
-  for (int m = blockIdx.x; !p.pull_dy && m < plan.mt; m += p.n_comm) {  // pull: the compute CTAs gather d_y
-    dispatch_dy_rows(p.d_out, p.sch.row_token, p.sch.row_weight, p.dy, m * kBM, kBM, p.d.H, threadIdx.x, kThreads);
-    fence_proxy_async_global();  // read by TMA in the d_h and dW_down tiles
-    __syncthreads();
+  if (p.pull_dy) return;  // pull: the compute CTAs gather d_y
+  BulkRowsSmem& b = bulk_rows_init(s);
+  uint32_t phases = 0;
+  for (int m = blockIdx.x; m < plan.mt; m += p.n_comm) {
+    // written and visible to the d_h and dW_down tiles' TMA reads when it returns
+    if (!bulk_dispatch_rows(p.sync, b, phases, p.d_out, p.sch.row_token, p.sch.row_weight, p.dy, m * kBM, kBM, p.d.H,
+                            kStageDyDispatch, m))
+      return;
     if (threadIdx.x == 0) {
       signal_add(&p.c_dy[m], 1);
       signal_add(&p.c_dy_expert[p.sch.tile_expert[m]], 1);
     }
   }
+  bulk_rows_release(b);
 }
 
 __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_constant__ BackwardParams p) {

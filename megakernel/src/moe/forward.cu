@@ -16,6 +16,7 @@
 #pragma nv_diag_suppress 177
 
 #include "combine/combine.cuh"
+#include "dispatch/bulk_rows.cuh"
 #include "dispatch/rows.cuh"
 #include "gemm/epilogue.cuh"
 #include "gemm/gather.cuh"
@@ -234,11 +235,17 @@ __device__ void forward_tail(const ForwardParams& p, const FwdPlan& plan, int ti
 }
 
 __device__ void forward_comm(const ForwardParams& p, const FwdPlan& plan, GemmSmem& s, bool with_tail) {
-  for (int m = blockIdx.x; !p.pull && m < plan.mt; m += p.n_comm) {  // pull: the compute CTAs gather rows
-    dispatch_rows(p.x, p.sch.row_token, p.xp, m * kBM, kBM, p.d.H, threadIdx.x, kThreads);
-    fence_proxy_async_global();  // read by TMA in the gate/up tiles
-    __syncthreads();
-    if (threadIdx.x == 0) signal_add(&p.c_dispatched[m], 1);
+  if (!p.pull) {  // pull: the compute CTAs gather rows
+    BulkRowsSmem& b = bulk_rows_init(s);
+    uint32_t phases = 0;
+    for (int m = blockIdx.x; m < plan.mt; m += p.n_comm) {
+      // written and visible to the gate/up tiles' TMA reads when it returns
+      if (!bulk_dispatch_rows(p.sync, b, phases, p.x, p.sch.row_token, nullptr, p.xp, m * kBM, kBM, p.d.H,
+                              kStageDispatch, m))
+        return;
+      if (threadIdx.x == 0) signal_add(&p.c_dispatched[m], 1);
+    }
+    bulk_rows_release(b);
   }
   if (with_tail) forward_tail(p, plan, threadIdx.x, kThreads, s.task_slot, [] { __syncthreads(); });
 }

@@ -33,8 +33,9 @@ const char* stage_name(int s) {
 const char* counter_name(int c) {
   static const char* kNames[] = {"none",           "dispatched[m-tile]", "gate/up done[m-tile]", "down tiles done",
                                  "d_y done[m-tile]", "d_y done[expert]", "d_h done[m-tile]",     "d_h done[expert]",
-                                 "d_x_k tiles done", "mbarrier full[stage]", "mbarrier empty[stage]"};
-  return (c >= 0 && c <= mk::kCounterMbarEmpty) ? kNames[c] : "unknown";
+                                 "d_x_k tiles done", "mbarrier full[stage]", "mbarrier empty[stage]",
+                                 "bulk row load[row]"};
+  return (c >= 0 && c <= mk::kCounterBulkLoad) ? kNames[c] : "unknown";
 }
 
 template <int BMN, bool KMajor>

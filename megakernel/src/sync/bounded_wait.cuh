@@ -42,6 +42,7 @@ enum CounterKind : int {
   kCounterDxTotal,      // d_x_k tiles done, whole pass
   kCounterMbarFull,
   kCounterMbarEmpty,
+  kCounterBulkLoad,     // a data-movement CTA's bulk row load (dispatch/bulk_rows.cuh); index: the row
 };
 
 struct ErrorRecord {
