@@ -22,7 +22,7 @@ struct BenchOptions {
   std::string routing = "uniform";
   uint64_t seed = 1;
   int iters = 20, warmup = 3;
-  std::string dispatch = "pull";
+  std::string dispatch = "push";
   std::string dispatch_backward;  // empty: as --dispatch
   std::string task_walk = "dynamic";
   std::string weight_grads = "accumulate";
@@ -119,11 +119,12 @@ Registrar bench("bench", "Time the megakernel layer (forward, forward + backward
                  "needed); push: data-movement CTAs dispatch rows into expert-major buffers first")
       ->capture_default_str();
   sub.add_option("--dispatch-backward", o->dispatch_backward,
-                 "pull | push for the backward's d_y rows (default: as --dispatch; pull / pull is the fastest "
+                 "pull | push for the backward's d_y rows (default: as --dispatch; push / push is the fastest "
                  "pair measured on the H200)");
   sub.add_option("--comm-sms", o->comm_sms,
                  "Data-movement CTAs of the forward (and backward) launch: [1, 1024] with push (default 16), "
-                 "[0, 1024] with pull (default 0; they run only the combine and router-gradient tails)");
+                 "[0, 1024] with pull (default 0); with the dynamic task walk they join the compute walk once "
+                 "their rows are dispatched");
   sub.add_option("--comm-sms-backward", o->comm_sms_backward,
                  "Data-movement CTAs of the backward launch (default: as --comm-sms)");
   sub.add_option("--ctas", o->ctas, "CTAs per launch (0 = every SM)")->capture_default_str();

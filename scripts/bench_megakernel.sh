@@ -6,7 +6,7 @@
 # $OUT/bench.jsonl, a table on stdout (scripts/bench_table.py: ratios to the dense ceiling, PyTorch, anchors).
 # WEIGHT_GRADS: the --weight-grads of each row (accumulate: the contract's d_W += ...; overwrite: d_W = ...,
 # like-for-like with kernels that return fresh gradients).
-# Usage: [MODES='pull:pull push:push pull:push'] [WEIGHT_GRADS='accumulate overwrite'] [TORCH=0] [ITERS=20]
+# Usage: [MODES='push:push pull:pull'] [WEIGHT_GRADS='accumulate overwrite'] [TORCH=0] [ITERS=20]
 #        [BENCH_ARGS='--task-walk static'] bash scripts/bench_megakernel.sh [CALICO] [OUT]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,11 +17,11 @@ status=0
 : > "$OUT/bench.jsonl"
 for row in "qwen3-30b-a3b 16384" "deepseek-v3-routed 8192"; do
   set -- $row
-  for mode in ${MODES:-pull:pull push:push pull:push}; do  # forward:backward dispatch
+  for mode in ${MODES:-push:push pull:pull}; do  # forward:backward dispatch
     for wgrad in ${WEIGHT_GRADS:-accumulate}; do
       fwd="${mode%:*}"; bwd="${mode#*:}"
       "$CALICO" bench --preset "$1" --tokens "$2" --iters "$ITERS" --dispatch "$fwd" --dispatch-backward "$bwd" \
-        $([ "$fwd" = push ] && echo "--comm-sms ${COMM_FWD:-32}") $([ "$bwd" = push ] && echo "--comm-sms-backward ${COMM_BWD:-16}") \
+        $([ "$fwd" = push ] && echo "--comm-sms ${COMM_FWD:-16}") $([ "$bwd" = push ] && echo "--comm-sms-backward ${COMM_BWD:-16}") \
         $([ "$wgrad" != accumulate ] && echo "--weight-grads $wgrad") ${BENCH_ARGS:-} --json "$OUT/bench-row.json" || status=1
       [ -f "$OUT/bench-row.json" ] && cat "$OUT/bench-row.json" >> "$OUT/bench.jsonl"
     done

@@ -60,11 +60,11 @@ if [ "${PROFILE:-0}" = 1 ]; then  # where the SM cycles go (calico bench --profi
   log "profile"
   for row in "qwen3-30b-a3b 16384" "deepseek-v3-routed 8192"; do
     set -- $row
-    IFS=';' read -r -a profile_modes <<< "${PROFILE_MODES:-pull pull;push push;pull push}"
+    IFS=';' read -r -a profile_modes <<< "${PROFILE_MODES:-push push;pull pull}"
     for modes in "${profile_modes[@]}"; do  # forward / backward dispatch
       set -- $row $modes
       ./build-gpu/cli/calico bench --preset "$1" --tokens "$2" --iters 3 --warmup 1 --dispatch "$3" --dispatch-backward "$4" \
-        $([ "$3" = push ] && echo "--comm-sms 32") $([ "$4" = push ] && echo "--comm-sms-backward 16") --profile \
+        $([ "$3" = push ] && echo "--comm-sms 16") $([ "$4" = push ] && echo "--comm-sms-backward 16") --profile \
         >> "$OUT/profile.txt" 2>&1 || status=1
     done
   done

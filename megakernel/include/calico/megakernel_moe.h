@@ -25,10 +25,11 @@ struct MoeOptions {
   //                 to the expert-major copy that the backward's dW_gate/dW_up read);
   //   pull_backward: the d_y = bf16(w * d_out) rows of the backward (the d_h tiles of column 0 also write
   //                  them to the expert-major copy that the later d_h columns and dW_down read).
-  // Defaults: the fastest measured on the H200 (reports/megakernel-2026-12-01.md): pull in both passes.
-  bool pull_forward = true, pull_backward = true;
-  int comm_ctas_forward = 0;    // data-movement CTAs of the forward launch (RunConfig::comm_sms_forward), >= 1
-  int comm_ctas_backward = 0;   // with push, >= 1. With the dynamic walk, data-movement CTAs join the compute
+  // Defaults: the fastest measured on the H200 (reports/megakernel-2026-12-01.md, sixth pass): push in both
+  // passes, 16 data-movement CTAs each (they move rows with bulk copies, then join the compute walk).
+  bool pull_forward = false, pull_backward = false;
+  int comm_ctas_forward = 16;   // data-movement CTAs of the forward launch (RunConfig::comm_sms_forward), >= 1
+  int comm_ctas_backward = 16;  // with push, >= 1. With the dynamic walk, data-movement CTAs join the compute
                                 // walk once their dispatch is done (static walk: forward, they run the tail)
   // The task walk (moe/persistent.cuh): dynamic (a ticket counter: a CTA takes the next task when ready) or
   // static (CTA c takes tasks c, c + n, ...). Results never depend on it.

@@ -53,6 +53,11 @@ __device__ __forceinline__ uint32_t strip_offset(int r, int c) {
 __device__ __forceinline__ void st_shared_u32(uint8_t* strip, uint32_t off, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(smem_addr(strip) + off), "r"(v) : "memory");
 }
+__device__ __forceinline__ uint32_t ld_shared_u32(const uint8_t* p) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(smem_addr(p)) : "memory");
+  return v;
+}
 __device__ __forceinline__ void st_shared_f32x2(uint8_t* strip, uint32_t off, float a, float b) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem_addr(strip) + off), "f"(a), "f"(b) : "memory");
 }

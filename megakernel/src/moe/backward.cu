@@ -210,13 +210,32 @@ __device__ __forceinline__ void prefetch_carry_in(const BackwardParams& p, const
                : "memory");
 }
 
-// The d_h tile's g and u (128 rows x 256 columns each) into L2: eight TMA prefetches, by producer thread 0.
-__device__ __forceinline__ void prefetch_saved_gu(const BackwardParams& p, const BwdTask& t) {
+// After a d_h tile's k-tiles, kWideN / kBK more stages: block b holds the tile's saved g (A region) and u (B
+// region, first 128 rows) of columns [64 b, 64 b + 64), loaded by TMA while the last k-tiles compute, so the
+// SwiGLU backward reads them from shared memory (from global memory, 8 dependent round trips per tile made the
+// d_h epilogue longer than its main loop). A block past I is an empty stage. False if a wait failed.
+constexpr int kSavedGuBlocks = kWideN / kBK;
+__device__ __forceinline__ bool produce_saved_gu(const BackwardParams& p, GemmSmem& s, PipeState& ps,
+                                                 const BwdTask& t, int id, int ptid) {
   const int I = t.shared ? p.d.Is : p.d.I;
-  const OpK128* ops[2] = {t.shared ? &p.tma_gs : &p.tma_g, t.shared ? &p.tma_us : &p.tma_u};
-  for (const OpK128* op : ops)
-    for (int c = t.n * kWideN; c < min(I, (t.n + 1) * kWideN); c += kBK)
-      cute::SM90_TMA_LOAD_3D::PREFETCH::copy(op->atom.get_tma_descriptor(), c, t.m * kBM, 0);
+  const OpK128& G = t.shared ? p.tma_gs : p.tma_g;
+  const OpK128& U = t.shared ? p.tma_us : p.tma_u;
+  for (int blk = 0; blk < kSavedGuBlocks; ++blk) {
+    const int kt = t.n * kSavedGuBlocks + blk;  // the 64-column block of g and u
+    const bool in = kt * kBK < I;
+    if (!mbar_wait(p.sync, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, id, kCounterMbarEmpty, ps.stage))
+      return false;
+    if (ptid == 0) {
+      mbar_arrive_expect_tx(&s.full[ps.stage], in ? 2 * OpK128::kTileBytes : 0);
+      if (in) {
+        tma_load(G, &s.full[ps.stage], &s.a[0][0], ps.stage, t.m, kt, 0);
+        tma_load(U, &s.full[ps.stage], &s.b[ps.stage][0], 0, t.m, kt, 0);
+      }
+    }
+    mbar_arrive(&s.full[ps.stage]);
+    ps.advance();
+  }
+  return true;
 }
 
 // ---- producer (the producer warpgroup; ptid = thread in it) --------------------------------------------
@@ -240,12 +259,7 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
     case kDh: {
       const OpMN256& B = t.shared ? p.tma_wsd_t : p.tma_wd_t;
       const int k_tiles = ceil_div(d.H, kBK);
-      // A few k-tiles before the end, the tile's saved g and u are pulled into L2 for the epilogue (from HBM:
-      // the forward wrote them long ago); earlier, the streaming d_y rows would evict them again.
-      auto load_b = [&](int kt, int st, uint64_t* bar) {
-        tma_load(B, bar, b, st, t.n, kt, l);
-        if (kt == max(0, k_tiles - 4)) prefetch_saved_gu(p, t);
-      };
+      auto load_b = [&](int kt, int st, uint64_t* bar) { tma_load(B, bar, b, st, t.n, kt, l); };
       if (pull_dy && t.n == 0) {
         // Pull: the tiles of column 0 gather and scale their d_y rows, write them to the expert-major d_y
         // (as the pull forward's gate/up tiles write x) and release c_dy[m] (the later columns' TMA reads)
@@ -264,17 +278,19 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
           signal_add(&p.c_dy[t.m], 1);
           signal_add(&p.c_dy_expert[t.e], 1);
         }
-        return all;
+        return all && produce_saved_gu(p, s, ps, t, id, ptid);
       }
       if (!t.shared) {
         if (!wait_counter(sc, &p.c_dy[t.m], 1, kStageDgradH, id, kCounterDyDone, t.m)) return false;
         fence_proxy_async_global();
       }
       const OpK128& A = t.shared ? p.tma_dout : p.tma_dy;
-      return produce_tile(sc, s, ps, k_tiles, kBytesDgrad, id, ptid, [&](int kt, int st, uint64_t* bar) {
-        tma_load(A, bar, a, st, t.m, kt, 0);
-        load_b(kt, st, bar);
-      });
+      return produce_tile(sc, s, ps, k_tiles, kBytesDgrad, id, ptid,
+                          [&](int kt, int st, uint64_t* bar) {
+                            tma_load(A, bar, a, st, t.m, kt, 0);
+                            load_b(kt, st, bar);
+                          }) &&
+             produce_saved_gu(p, s, ps, t, id, ptid);
     }
     case kDx: {
       const int cidx = t.shared ? d.mtiles_cap + t.m : t.m;
@@ -364,18 +380,18 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
 
 __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
   const int I = t.shared ? p.d.Is : p.d.I;
-  const uint16_t* G = t.shared ? p.gs : p.g;
-  const uint16_t* U = t.shared ? p.us : p.u;
   const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
   const int k_tiles = ceil_div(p.d.H, kBK);
+  bool saved_ok = true;  // the waits for the saved g / u stages
   const bool ok = wide_tile<MmaDgrad, true, false>(
       p, s, ps, id, ctid, k_tiles, kProfMainDgradH, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
-        // Rounds 2b and 2b + 1: d_g and d_u of columns [64 b, 64 b + 64); the d_u words wait in registers.
+        // Rounds 2b and 2b + 1: d_g and d_u of columns [64 b, 64 b + 64), from the saved g and u of stage block
+        // b (produce_saved_gu); the d_u words wait in registers for their round.
         const StoreBf16& DG = t.shared ? p.st_dgs : p.st_dg;
         const StoreBf16& DU = t.shared ? p.st_dus : p.st_du;
         uint32_t du_words[16];
-        store_rounds<8>(
+        store_rounds<2 * kSavedGuBlocks>(
             p.sync, s, ctid,
             [&](int r, uint8_t* strip) {
               const int b = r / 2;
@@ -387,41 +403,35 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
                 }
                 return;
               }
-              // Two batches of 8 pairs: the loads first (unpredicated: an address outside the tile reads
-              // element 0), then their arithmetic, so one memory latency per 8 pairs (16 at once spill).
-              // Padding rows get exact zeros (the wgrad chains' last step reads them); the shared expert's
-              // rows past T and columns past I are clipped by TMA.
+              saved_ok = mbar_wait(p.sync, &s.full[ps.stage], ps.phase, kStagePipelineFull, id, kCounterMbarFull, ps.stage) && saved_ok;
+              // g and u of (m, c) at the offset of a 128-row K-major stage: the strips' swizzle, 128 rows deep.
+              const uint8_t* g_stage = reinterpret_cast<const uint8_t*>(&s.a[ps.stage][0]);
+              const uint8_t* u_stage = reinterpret_cast<const uint8_t*>(&s.b[ps.stage][0]);
+              // Padding rows get exact zeros (the wgrad chains' last step reads them); the shared expert's rows
+              // past T and columns past I are clipped by TMA.
               CUTE_UNROLL
-              for (int q0 = 0; q0 < 16; q0 += 8) {
-                uint32_t g2[8], u2[8];
-                CUTE_UNROLL
-                for (int q = 0; q < 8; ++q) {
-                  const int i = 32 * b + 2 * (q0 + q);
-                  const int m = get<0>(coord(i)), j = t.n * kWideN + get<1>(coord(i));
-                  const int64_t at = (m < t.rows && j < I) ? static_cast<int64_t>(t.m * kBM + m) * I + j : 0;
-                  g2[q] = __ldg(reinterpret_cast<const unsigned*>(G + at));
-                  u2[q] = __ldg(reinterpret_cast<const unsigned*>(U + at));
+              for (int q = 0; q < 16; ++q) {
+                const int i = 32 * b + 2 * q;
+                const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
+                const uint32_t off = strip_offset<bf16_t>(m, c);
+                const uint32_t g2 = ld_shared_u32(g_stage + off), u2 = ld_shared_u32(u_stage + off);
+                uint32_t dg = 0, du = 0;
+                if (m < t.rows && j < I) {
+                  const SwigluGrad2 o = swiglu_backward2(acc(i), acc(i + 1), g2, u2, clamp, p.silu);
+                  dg = o.dg, du = o.du;
                 }
-                CUTE_UNROLL
-                for (int qq = 0; qq < 8; ++qq) {
-                  const int q = q0 + qq;
-                  const int i = 32 * b + 2 * q;
-                  const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
-                  uint32_t dg = 0, du = 0;
-                  if (m < t.rows && j < I) {
-                    const SwigluGrad2 o = swiglu_backward2(acc(i), acc(i + 1), g2[qq], u2[qq], clamp, p.silu);
-                    dg = o.dg, du = o.du;
-                  }
-                  st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), dg);
-                  du_words[q] = du;
-                }
+                st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), dg);
+                du_words[q] = du;
               }
+              __syncwarp();
+              mbar_arrive_if(&s.empty[ps.stage], (threadIdx.x % 32) == 0);  // this warp's reads are done
+              ps.advance();
             },
             [&](int r, int wg, const uint8_t* strip) {
               tma_store_strip(r % 2 ? DU : DG, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r / 2, 0);
             });
       });
-  if (!ok) return false;
+  if (!ok || !saved_ok) return false;
   const long long lap = clock64();
   epilogue_stores_visible(ctid);  // d_g, d_u are read by TMA (d_x_k and wgrad tiles)
   if (ctid == 0 && id != p.skip_signal_task) {

@@ -89,7 +89,7 @@ struct BackwardParams {
   int dynamic_walk = 1;
   // dgrad: A K-major rows, B MN-major weights
   OpK128 tma_dy, tma_dout, tma_dg, tma_du, tma_dgs, tma_dus;
-  OpK128 tma_g, tma_u, tma_gs, tma_us;  // the forward's g, u: only prefetched into L2 for the d_h epilogues
+  OpK128 tma_g, tma_u, tma_gs, tma_us;  // the forward's g, u: the d_h tiles' epilogue stages (produce_saved_gu)
   OpMN256 tma_wd_t, tma_wsd_t, tma_wg_t, tma_wu_t, tma_wsg_t, tma_wsu_t;
   // wgrad: A and B MN-major rows (the token dimension is K)
   OpMN128 tma_dy_mn, tma_dout_mn, tma_dg_mn, tma_du_mn, tma_dgs_mn, tma_dus_mn;
