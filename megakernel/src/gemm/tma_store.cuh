@@ -32,12 +32,6 @@ using StoreAtom = decltype(cute::make_tma_atom(
     cute::make_tensor(cute::make_gmem_ptr(static_cast<T*>(nullptr)), GmemShape{}, StrideKMajor{}),
     StripLayout<T>{}, cute::Shape<cute::_64, cute::Int<kStripCols<T>>>{}));
 
-template <class T>
-using StripLoadAtom = decltype(cute::make_tma_atom(
-    cute::SM90_TMA_LOAD{},
-    cute::make_tensor(cute::make_gmem_ptr(static_cast<const T*>(nullptr)), GmemShape{}, StrideKMajor{}),
-    StripLayout<T>{}, cute::Shape<cute::_64, cute::Int<kStripCols<T>>>{}));
-
 // A row-major output [rows, cols] per l (l: the expert of a weight gradient, else 1), stored by strips.
 template <class T>
 struct StoreOperand {
@@ -47,16 +41,6 @@ struct StoreOperand {
 
 using StoreBf16 = StoreOperand<bf16_t>;
 using StoreF32 = StoreOperand<float>;
-
-// The same strips loaded (the weight gradients' carried-in accumulators).
-template <class T>
-struct StripLoadOperand {
-  StripLoadAtom<T> atom;
-  int rows = 0, cols = 0, l = 0;
-  // Whether the box (rows [64 row64, +64), columns [kStripCols strip, +kStripCols)) reaches into the tensor.
-  __host__ __device__ bool has(int row64, int strip) const { return row64 * 64 < rows && strip * kStripCols<T> < cols; }
-};
-using LoadF32 = StripLoadOperand<float>;
 
 // Byte offset of column c (an even column: pairs never straddle a 16-byte chunk) of strip row r: the 128-byte
 // swizzle XORs the 16-byte chunk index with r % 8 (CuTe's Layout_K_SW128_Atom, which the TMA atom was built
@@ -72,11 +56,6 @@ __device__ __forceinline__ void st_shared_u32(uint8_t* strip, uint32_t off, uint
 __device__ __forceinline__ uint32_t ld_shared_u32(const uint8_t* p) {
   uint32_t v;
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(smem_addr(p)) : "memory");
-  return v;
-}
-__device__ __forceinline__ float2 ld_shared_f32x2(const uint8_t* p) {
-  float2 v;
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(smem_addr(p)) : "memory");
   return v;
 }
 __device__ __forceinline__ void st_shared_f32x2(uint8_t* strip, uint32_t off, float a, float b) {
@@ -107,21 +86,6 @@ __device__ __forceinline__ void tma_store_strip(const StoreOperand<T>& op, const
   Tensor s = make_tensor(make_smem_ptr(reinterpret_cast<const T*>(smem)), StripLayout<T>{});
   auto [tg, ts] = tma_partition(op.atom, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s), group_modes<0, 2>(g));
   copy(op.atom, ts, tg);
-}
-
-// TMA load of one strip into `smem` (8 KB, 1024-byte aligned), completing on `bar`: false (nothing issued, no
-// bytes to expect) for a box wholly past the tensor.
-template <class T>
-__device__ __forceinline__ bool tma_load_strip(const StripLoadOperand<T>& op, uint64_t* bar, uint8_t* smem, int row64,
-                                               int strip, int l) {
-  using namespace cute;
-  if (!op.has(row64, strip)) return false;
-  Tensor m = op.atom.get_tma_tensor(make_shape(op.rows, op.cols, op.l));
-  Tensor g = local_tile(m, Shape<_64, Int<kStripCols<T>>>{}, make_coord(row64, strip, l));
-  Tensor s = make_tensor(make_smem_ptr(reinterpret_cast<T*>(smem)), StripLayout<T>{});
-  auto [tg, ts] = tma_partition(op.atom, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s), group_modes<0, 2>(g));
-  copy(op.atom.with(*bar), tg, ts);
-  return true;
 }
 
 // After a tile's store_rounds: its stores are visible to other CTAs' generic and TMA reads once consumer

@@ -197,46 +197,17 @@ __device__ __forceinline__ const StoreF32& wgrad_store(const BackwardParams& p, 
   return t.shared ? p.st_wsu : p.st_wu;
 }
 
-__device__ __forceinline__ const LoadF32& wgrad_load(const BackwardParams& p, const BwdTask& t) {
-  if (t.kind == kWDown) return t.shared ? p.ld_wsd : p.ld_wd;
-  if (t.kind == kWGate) return t.shared ? p.ld_wsg : p.ld_wg;
-  return t.shared ? p.ld_wsu : p.ld_wu;
-}
-
-// The carried-in accumulator tile (128 x 256 fp32: 16 strips of 64 rows x 32 columns, the epilogue's boxes)
-// comes by TMA as kCarryInStages stages before the tile's k-tiles, kStripsPerStage strips each (2 in the A
-// region, 4 in B), while earlier tiles compute: read through registers it cost ~5,000 cycles per tile with
-// the tensor cores idle (the ~28 KB L1 holds few loads in flight). Strip k of a tile: rows 64 (k / 8),
-// columns 32 (k % 8). A strip wholly past the tensor is not loaded (its values are never used).
-constexpr int kCarryInStrips = 2 * (kWideN / 32), kStripsPerStage = 6;
-constexpr int kCarryInStages = (kCarryInStrips + kStripsPerStage - 1) / kStripsPerStage;
-__device__ __forceinline__ uint8_t* carry_in_slot(GemmSmem& s, int stage, int k) {
-  return k < 2 ? reinterpret_cast<uint8_t*>(&s.a[stage][0]) + k * kStripBytes
-               : reinterpret_cast<uint8_t*>(&s.b[stage][0]) + (k - 2) * kStripBytes;
-}
-__device__ __forceinline__ bool produce_carry_in(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t,
-                                                 int id, int ptid) {
-  const LoadF32& op = wgrad_load(p, t);
-  const int l = t.shared ? 0 : t.e;
-  for (int c = 0; c < kCarryInStages; ++c) {
-    if (!mbar_wait(p.sync, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, id, kCounterMbarEmpty, ps.stage))
-      return false;
-    if (ptid == 0) {
-      uint32_t bytes = 0;
-      for (int k = 0; k < kStripsPerStage && c * kStripsPerStage + k < kCarryInStrips; ++k) {
-        const int strip = c * kStripsPerStage + k;
-        if (op.has(t.m * 2 + strip / 8, t.n * 8 + strip % 8)) bytes += kStripBytes;
-      }
-      mbar_arrive_expect_tx(&s.full[ps.stage], bytes);
-      for (int k = 0; k < kStripsPerStage && c * kStripsPerStage + k < kCarryInStrips; ++k) {
-        const int strip = c * kStripsPerStage + k;
-        tma_load_strip(op, &s.full[ps.stage], carry_in_slot(s, ps.stage, k), t.m * 2 + strip / 8, t.n * 8 + strip % 8, l);
-      }
-    }
-    mbar_arrive(&s.full[ps.stage]);
-    ps.advance();
-  }
-  return true;
+// The carried-in accumulator tile (128 rows of 1 KB) is pulled into L2 while the producer runs ahead of the
+// consumers, so their blocking read of it before the chain's first step hits L2 rather than HBM.
+__device__ __forceinline__ void prefetch_carry_in(const BackwardParams& p, const BwdTask& t, int ptid) {
+  if (!p.carry_in_wgrad) return;
+  const WgradTarget w = wgrad_target(p, t);
+  const int row = t.m * kBM + ptid, col = t.n * kWideN;
+  if (row >= w.M) return;
+  const uint32_t bytes = static_cast<uint32_t>(min(kWideN, w.N - col)) * 4u;
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(w.W + static_cast<int64_t>(row) * w.N + col),
+               "r"(bytes)
+               : "memory");
 }
 
 // After a d_h tile's k-tiles, kWideN / kBK more stages: block b holds the tile's saved g (A region) and u (B
@@ -339,7 +310,7 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
       });
     }
     case kWDown: {
-      if (p.carry_in_wgrad && !produce_carry_in(p, s, ps, t, id, ptid)) return false;
+      prefetch_carry_in(p, t, ptid);
       const OpMN256& B = t.shared ? p.tma_hs_mn : p.tma_h_mn;
       const int k0 = t.row0 / kBK, k_tiles = ceil_div(chain_steps(t), kBK / 16);
       auto load_b = [&](int kt, int st, uint64_t* bar) { tma_load(B, bar, b, st, t.n, k0 + kt, 0); };
@@ -356,7 +327,7 @@ __device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, con
       });
     }
     default: {  // kWGate, kWUp
-      if (p.carry_in_wgrad && !produce_carry_in(p, s, ps, t, id, ptid)) return false;
+      prefetch_carry_in(p, t, ptid);
       const int ei = t.shared ? d.E : t.e;
       const int expected = t.shared ? plan.mts * plan.ndhs : expert_mtiles(p, t.e) * plan.ndh;
       if (!wait_counter(sc, &p.c_dh_expert[ei], expected, t.kind == kWGate ? kStageWgradGate : kStageWgradUp, id,
@@ -490,7 +461,24 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
 
 __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
   const WgradTarget w = wgrad_target(p, t);
-  bool carry_ok = true;
+  // NOTE: addresses as two row pointers plus compile-time offsets (the fragment's structure, checked below):
+  // per-element 64-bit addresses, shared by the carry-in read and the write-back, stayed live across the
+  // main loop and spilled.
+  struct Rows {
+    float* row[2];
+    bool row_ok[2];
+    int col0, N;
+  } rows{};
+  auto locate = [&](auto& coord) {
+    const int m0 = get<0>(coord(0)), n0 = get<1>(coord(0));
+    rows.col0 = t.n * kWideN + n0;
+    rows.N = w.N;
+    for (int r = 0; r < 2; ++r) {
+      const int row = t.m * kBM + m0 + 8 * r;
+      rows.row_ok[r] = row < w.M;
+      rows.row[r] = w.W + static_cast<int64_t>(rows.row_ok[r] ? row : 0) * w.N + rows.col0;
+    }
+  };
   const bool ok = wide_tile<MmaWgrad, false, false>(
       p, s, ps, id, ctid, ceil_div(chain_steps(t), kBK / 16), kProfMainWgrad,
       [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator, or +0 (MoeOptions::accumulate_weight_grads)
@@ -498,38 +486,16 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
           clear(acc);
           return;
         }
-        // From the carry-in stages (produce_carry_in): element i is in strip (m / 64) * 8 + i / 16 (its column
-        // n = n0 + 8 (i / 4) with n0 < 8, so n / 32 = i / 16), at the strips' swizzled offset.
-        const int m0 = get<0>(coord(0)), n0 = get<1>(coord(0));
-        auto read_stages = [&](auto half_tag) {  // half: this warpgroup's 64 rows (a compile-time strip range)
-          constexpr int half = decltype(half_tag)::value;
-          CUTE_UNROLL
-          for (int c = 0; c < kCarryInStages; ++c) {
-            carry_ok = mbar_wait(p.sync, &s.full[ps.stage], ps.phase, kStagePipelineFull, id, kCounterMbarFull,
-                                 ps.stage) &&
-                       carry_ok;
-            CUTE_UNROLL
-            for (int i = 0; i < size(acc); i += 2) {
-              const int r = (i / 2) % 2, off = 8 * (i / 4);
-              const int strip = half * 8 + i / 16;
-              if (strip / kStripsPerStage != c) continue;
-              check_acc_fragment(coord, i, r, off);
-              const int row = t.m * kBM + m0 + 8 * r, col = t.n * kWideN + n0 + off;
-              const float2 v = row < w.M && col < w.N
-                                   ? ld_shared_f32x2(carry_in_slot(s, ps.stage, strip % kStripsPerStage) +
-                                                     strip_offset<float>((m0 + 8 * r) % 64, (n0 + off) % 32))
-                                   : make_float2(0.0f, 0.0f);
-              acc(i) = v.x;
-              acc(i + 1) = v.y;
-            }
-            __syncwarp();
-            mbar_arrive_if(&s.empty[ps.stage], (threadIdx.x % 32) == 0);  // this warp's reads are done
-            ps.advance();
-          }
-        };
-        // NOTE: a warp-uniform value (a shuffle), so ptxas sees no divergent path near the wgmma.
-        if (__shfl_sync(0xffffffffu, ctid / 128, 0) == 0) read_stages(cute::Int<0>{});
-        else read_stages(cute::Int<1>{});
+        locate(coord);
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); i += 2) {
+          const int r = (i / 2) % 2, off = 8 * (i / 4);
+          check_acc_fragment(coord, i, r, off);
+          const bool in = rows.row_ok[r] && rows.col0 + off < rows.N;
+          const float2 v = in ? *reinterpret_cast<const float2*>(rows.row[r] + off) : make_float2(0.0f, 0.0f);
+          acc(i) = v.x;
+          acc(i + 1) = v.y;
+        }
       },
       [&](auto& acc, auto& coord) {  // round r: fp32 columns [32 r, 32 r + 32); TMA clips the edges
         const StoreF32& out = wgrad_store(p, t);
@@ -546,7 +512,7 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
               tma_store_strip(out, strip, t.m * 2 + wg, t.n * (kWideN / 32) + r, t.shared ? 0 : t.e);
             });
       });
-  return ok && carry_ok;
+  return ok;
 }
 
 // ---- side tasks and the communication CTAs --------------------------------------------------------------

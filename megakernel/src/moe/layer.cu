@@ -69,19 +69,6 @@ mk::StoreOperand<T> store_rows(P* ptr, int rows, int cols, int L = 1) {
   return op;
 }
 
-// The same [L, rows, cols] loaded by strips (the carried-in weight-gradient accumulators).
-template <class T, class P>
-mk::StripLoadOperand<T> load_rows(P* ptr, int rows, int cols, int L = 1) {
-  using namespace cute;
-  static_assert(sizeof(T) == sizeof(P));
-  mk::StripLoadOperand<T> op;
-  auto g = make_tensor(make_gmem_ptr(reinterpret_cast<const T*>(ptr)), make_shape(rows, cols, L),
-                       make_stride(static_cast<int64_t>(cols), _1{}, static_cast<int64_t>(rows) * cols));
-  op.atom = make_tma_atom(SM90_TMA_LOAD{}, g, mk::StripLayout<T>{}, Shape<_64, Int<mk::kStripCols<T>>>{});
-  op.rows = rows, op.cols = cols, op.l = L;
-  return op;
-}
-
 // Row-major activations [rows, cols]: as a K-major operand (MN = rows, K = cols) ...
 template <int BMN>
 mk::TmaOperand<BMN, true> rows_as_k_major(const uint16_t* p, int rows, int cols) {
@@ -347,9 +334,6 @@ struct MoeLayer::Impl {
     bp.st_wd = store_rows<float>(d_wd, H, I, E);
     bp.st_wg = store_rows<float>(d_wg, I, H, E);
     bp.st_wu = store_rows<float>(d_wu, I, H, E);
-    bp.ld_wd = load_rows<float>(d_wd, H, I, E);
-    bp.ld_wg = load_rows<float>(d_wg, I, H, E);
-    bp.ld_wu = load_rows<float>(d_wu, I, H, E);
     if (Is > 0) {
       bp.st_dgs = store_rows<mk::bf16_t>(dgs, T, Is);
       bp.st_dus = store_rows<mk::bf16_t>(dus, T, Is);
@@ -357,9 +341,6 @@ struct MoeLayer::Impl {
       bp.st_wsd = store_rows<float>(d_wsd, H, Is);
       bp.st_wsg = store_rows<float>(d_wsg, Is, H);
       bp.st_wsu = store_rows<float>(d_wsu, Is, H);
-      bp.ld_wsd = load_rows<float>(d_wsd, H, Is);
-      bp.ld_wsg = load_rows<float>(d_wsg, Is, H);
-      bp.ld_wsu = load_rows<float>(d_wsu, Is, H);
       bp.tma_dout = rows_as_k_major<128>(d_out, T, H);
       bp.tma_dgs = rows_as_k_major<128>(dgs, T, Is);
       bp.tma_dus = rows_as_k_major<128>(dus, T, Is);

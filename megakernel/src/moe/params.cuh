@@ -97,7 +97,6 @@ struct BackwardParams {
   // the epilogues' TMA stores
   StoreBf16 st_dg, st_du, st_dx, st_dgs, st_dus, st_dxs;
   StoreF32 st_wd, st_wg, st_wu, st_wsd, st_wsg, st_wsu;
-  LoadF32 ld_wd, ld_wg, ld_wu, ld_wsd, ld_wsg, ld_wsu;  // the carried-in accumulators (carry-in stages)
 };
 
 void launch_forward(const ForwardParams& p, int grid, cudaStream_t stream);
