@@ -465,7 +465,7 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
   // per-element 64-bit addresses, shared by the carry-in read and the write-back, stayed live across the
   // main loop and spilled.
   struct Rows {
-    float* row[2];
+    const float* row[2];
     bool row_ok[2];
     int col0, N;
   } rows{};
@@ -476,16 +476,16 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
     for (int r = 0; r < 2; ++r) {
       const int row = t.m * kBM + m0 + 8 * r;
       rows.row_ok[r] = row < w.M;
-      rows.row[r] = w.W + static_cast<int64_t>(rows.row_ok[r] ? row : 0) * w.N + rows.col0;
+      rows.row[r] = p.carry_in_wgrad ? w.W + static_cast<int64_t>(rows.row_ok[r] ? row : 0) * w.N + rows.col0
+                                     : p.zero_row + n0;  // kWideN zeros: the same loads read +0
     }
   };
   const bool ok = wide_tile<MmaWgrad, false, false>(
       p, s, ps, id, ctid, ceil_div(chain_steps(t), kBK / 16), kProfMainWgrad,
       [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator, or +0 (MoeOptions::accumulate_weight_grads)
-        if (!p.carry_in_wgrad) {
-          clear(acc);
-          return;
-        }
+        // NOTE: one code path for both modes (overwrite reads a row of zeros): a branch between clear(acc) and
+        // the loads made ptxas serialise every wgmma of the kernel (C7515, one DEPBAR after each HGMMA of
+        // all three GEMM kinds).
         locate(coord);
         CUTE_UNROLL
         for (int i = 0; i < size(acc); i += 2) {

@@ -153,6 +153,7 @@ struct MoeLayer::Impl {
   uint16_t *dy, *dg, *du, *dx, *dgs = nullptr, *dus = nullptr, *dxs = nullptr, *d_x;
   float *d_rw, *d_wg, *d_wu, *d_wd, *d_wsg = nullptr, *d_wsu = nullptr, *d_wsd = nullptr;
   float2* silu_table;  // gemm/epilogue.cuh's SiluTables
+  float* zero_row;     // kWideN zeros (BackwardParams::zero_row)
   int *sched_ints, *scratch, *counters_fwd, *counters_bwd, *abort_flag;
   size_t n_counters_fwd = 0, n_counters_bwd = 0;
   mk::ErrorRecord* error = nullptr;
@@ -226,6 +227,8 @@ struct MoeLayer::Impl {
     dg = bf16(rows * I), du = bf16(rows * I), dx = bf16(rows * H), d_x = bf16(T * H);
     d_rw = f32(T * K);
     d_wg = f32(E * I * H), d_wu = f32(E * I * H), d_wd = f32(E * H * I);
+    zero_row = f32(mk::kWideN);
+    CALICO_CUDA_CHECK(cudaMemset(zero_row, 0, sizeof(float) * mk::kWideN));
     silu_table = reinterpret_cast<float2*>(f32(2 * mk::kSiluTableSize));
     mk::build_silu_table(silu_table, d.clamp_limit, stream);
     CALICO_CUDA_CHECK(cudaGetLastError());
@@ -328,6 +331,7 @@ struct MoeLayer::Impl {
     bp.tma_g = rows_as_k_major<128>(g, rows, I);
     bp.tma_u = rows_as_k_major<128>(u, rows, I);
     bp.carry_in_wgrad = opt.accumulate_weight_grads;
+    bp.zero_row = zero_row;
     bp.st_dg = store_rows<mk::bf16_t>(dg, rows, I);
     bp.st_du = store_rows<mk::bf16_t>(du, rows, I);
     bp.st_dx = store_rows<mk::bf16_t>(dx, rows, H);
