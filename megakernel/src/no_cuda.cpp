@@ -31,7 +31,9 @@ ConversionCheck check_bf16x2_conversion(bool) { no_cuda("check_bf16x2_conversion
 
 void MoeOptions::validate() const {}
 void validate_megakernel_layer(const LayerSpec&, int64_t) { no_cuda("the megakernel"); }
-void silu_tables_for_test(float, std::vector<float>&, std::vector<float>&) { no_cuda("the megakernel's SiLU tables"); }
+void silu_tables_for_test(float, std::vector<float>&, std::vector<float>&, std::vector<float>&) {
+  no_cuda("the megakernel's SiLU tables");
+}
 struct MoeLayer::Impl {};
 MoeLayer::MoeLayer(const LayerSpec&, int64_t, const MoeOptions&) { no_cuda("the megakernel"); }
 MoeLayer::~MoeLayer() = default;

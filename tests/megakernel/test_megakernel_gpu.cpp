@@ -239,10 +239,12 @@ TEST_F(MegakernelGpu, SiluTablesEqualNumericsForEveryBf16) {
     return bad;
   };
   for (float limit : {7.0f, 7.3f, 0.0f}) {
-    std::vector<float> silu, grad;
-    gpu::silu_tables_for_test(limit, silu, grad);
+    std::vector<float> silu, silu_of_pairs, grad;  // the forward's table; the backward's pairs
+    gpu::silu_tables_for_test(limit, silu, silu_of_pairs, grad);
     ASSERT_EQ(silu.size(), 65537u);
+    ASSERT_EQ(silu_of_pairs.size(), 65537u);
     EXPECT_EQ(mismatches(silu, grad, limit), 0) << "limit " << limit;
+    EXPECT_EQ(mismatches(silu_of_pairs, grad, limit), 0) << "limit " << limit;
     silu[0x3F80] = std::nextafter(silu[0x3F80], 10.0f);  // silu(1.0), one ulp up
     EXPECT_EQ(mismatches(silu, grad, limit), 1) << "negative control";
   }

@@ -100,8 +100,9 @@ class MoeLayer {
 
 // For tests: the SiLU lookup tables the epilogues use (gemm/epilogue.cuh), built on this GPU: entries
 // [0, 65536) are calico_silu / calico_silu_grad of each bf16 bit pattern, entry 65536 is silu(clamp_limit)
-// (grad: 0, never read).
-void silu_tables_for_test(float clamp_limit, std::vector<float>& silu, std::vector<float>& grad);
+// (grad: 0, never read). silu: the forward's table; silu_of_pairs and grad: the backward's (silu, grad) pairs.
+void silu_tables_for_test(float clamp_limit, std::vector<float>& silu, std::vector<float>& silu_of_pairs,
+                          std::vector<float>& grad);
 
 // Checks that the megakernel can run this layer (spec, tokens) and throws calico::Error naming what not.
 void validate_megakernel_layer(const LayerSpec& spec, int64_t tokens);

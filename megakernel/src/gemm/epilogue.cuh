@@ -41,17 +41,19 @@ struct Clamp {
 // value (the saved g) or the clamp limit, so a lookup gives the very bits the ~100-instruction functions give
 // (test_megakernel_gpu checks all 65536 entries against the host), and the epilogues that were instruction
 // bound on them (the forward's gate/up, the backward's d_h) become a few loads per element.
-// NOTE: one table of (silu, grad) pairs: the d_h epilogue needs both of the same input, and a warp's lookups
-// are scattered gathers whose cost is per access, not per byte.
+// NOTE: a warp's lookups are scattered gathers whose cost is per cache line touched: the d_h epilogue reads
+// one table of (silu, grad) pairs (it needs both of the same input), the forward a table of silu alone (twice
+// the entries per line, so fewer lines per warp).
 constexpr int kSiluTableLimit = 65536;  // entry of the clamp limit L (silu only: d_g of a cut value is 0)
 constexpr int kSiluTableSize = 65537;
 struct SiluTables {
-  const float2* entries = nullptr;  // [kSiluTableSize]: x = silu, y = silu_grad
+  const float2* entries = nullptr;  // [kSiluTableSize]: x = silu, y = silu_grad (the backward)
+  const float* silu = nullptr;      // [kSiluTableSize]: the same silu values (the forward)
 };
 // silu(g') with g' = min(g, L) (Clamp::gate) of a bf16 g.
 __device__ __forceinline__ float silu_of_gate(uint16_t g_bits, const Clamp& c, const SiluTables& t) {
   const bool cut = c.on && bf16_to_f32(g_bits) > c.limit;
-  return __ldg(&t.entries[cut ? kSiluTableLimit : g_bits].x);
+  return __ldg(&t.silu[cut ? kSiluTableLimit : g_bits]);
 }
 
 // Forward, two adjacent columns: from the fp32 GEMM results, the saved bf16 g, u and h as bf16x2 words (lo:

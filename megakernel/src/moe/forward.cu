@@ -273,19 +273,21 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
 size_t gemm_smem_bytes() { return sizeof(GemmSmem) + 1024; }
 
 namespace {
-__global__ void silu_table_kernel(float2* table, float clamp_limit) {
+__global__ void silu_table_kernel(float2* pairs, float* silu, float clamp_limit) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < kSiluTableLimit) {
     const float g = bf16_to_f32(static_cast<uint16_t>(i));
-    table[i] = make_float2(calico_silu(g), calico_silu_grad(g));
+    pairs[i] = make_float2(calico_silu(g), calico_silu_grad(g));
+    silu[i] = calico_silu(g);
   } else if (i == kSiluTableLimit) {
-    table[i] = make_float2(calico_silu(clamp_limit), 0.0f);  // .y never read: d_g of a cut value is 0
+    pairs[i] = make_float2(calico_silu(clamp_limit), 0.0f);  // .y never read: d_g of a cut value is 0
+    silu[i] = calico_silu(clamp_limit);
   }
 }
 }  // namespace
 
-void build_silu_table(float2* table, float clamp_limit, cudaStream_t stream) {
-  silu_table_kernel<<<ceil_div(kSiluTableSize, 256), 256, 0, stream>>>(table, clamp_limit);
+void build_silu_tables(float2* pairs, float* silu, float clamp_limit, cudaStream_t stream) {
+  silu_table_kernel<<<ceil_div(kSiluTableSize, 256), 256, 0, stream>>>(pairs, silu, clamp_limit);
 }
 
 void launch_forward(const ForwardParams& p, int grid, cudaStream_t stream) {

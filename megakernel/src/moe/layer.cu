@@ -152,7 +152,8 @@ struct MoeLayer::Impl {
   uint16_t *xp, *g, *u, *h, *y, *gs = nullptr, *us = nullptr, *hs = nullptr, *ys = nullptr, *out;
   uint16_t *dy, *dg, *du, *dx, *dgs = nullptr, *dus = nullptr, *dxs = nullptr, *d_x;
   float *d_rw, *d_wg, *d_wu, *d_wd, *d_wsg = nullptr, *d_wsu = nullptr, *d_wsd = nullptr;
-  float2* silu_table;  // gemm/epilogue.cuh's SiluTables
+  float2* silu_pairs;  // gemm/epilogue.cuh's SiluTables
+  float* silu_values;
   float* zero_row;     // kWideN zeros (BackwardParams::zero_row)
   int *sched_ints, *scratch, *counters_fwd, *counters_bwd, *abort_flag;
   size_t n_counters_fwd = 0, n_counters_bwd = 0;
@@ -229,8 +230,9 @@ struct MoeLayer::Impl {
     d_wg = f32(E * I * H), d_wu = f32(E * I * H), d_wd = f32(E * H * I);
     zero_row = f32(mk::kWideN);
     CALICO_CUDA_CHECK(cudaMemset(zero_row, 0, sizeof(float) * mk::kWideN));
-    silu_table = reinterpret_cast<float2*>(f32(2 * mk::kSiluTableSize));
-    mk::build_silu_table(silu_table, d.clamp_limit, stream);
+    silu_pairs = reinterpret_cast<float2*>(f32(2 * mk::kSiluTableSize));
+    silu_values = f32(mk::kSiluTableSize);
+    mk::build_silu_tables(silu_pairs, silu_values, d.clamp_limit, stream);
     CALICO_CUDA_CHECK(cudaGetLastError());
     if (Is > 0) {
       wsg = bf16(Is * H), wsu = bf16(Is * H), wsd = bf16(H * Is);
@@ -277,7 +279,7 @@ struct MoeLayer::Impl {
     fp.c_tail = fp.c_down_total + 1;
     fp.c_task = fp.c_tail + 1;
     fp.dynamic_walk = opt.dynamic_walk;
-    fp.silu = {silu_table};
+    fp.silu = {silu_pairs, silu_values};
     if (!opt.pull_forward) fp.tma_xp = rows_as_k_major<128>(xp, rows, H);
     fp.tma_wg = weight<128>(wg, E, I, H);
     fp.tma_wu = weight<128>(wu, E, I, H);
@@ -316,7 +318,7 @@ struct MoeLayer::Impl {
     bp.c_dx_total = bp.c_dh_expert + E + 1;
     bp.c_task = bp.c_dx_total + 1;
     bp.dynamic_walk = opt.dynamic_walk;
-    bp.silu = {silu_table};
+    bp.silu = {silu_pairs, silu_values};
     bp.tma_dy = rows_as_k_major<128>(dy, rows, H);
     bp.tma_dy_mn = rows_as_k<128>(dy, rows, H);
     bp.tma_xp_mn = rows_as_k<256>(xp, rows, H);
@@ -512,16 +514,22 @@ float MoeLayer::forward_backward_ms(int iterations) {
 }
 size_t MoeLayer::device_bytes() const { return impl_->bytes; }
 
-void silu_tables_for_test(float clamp_limit, std::vector<float>& silu, std::vector<float>& grad) {
-  float2* dev = nullptr;
-  CALICO_CUDA_CHECK(cudaMalloc(&dev, sizeof(float2) * mk::kSiluTableSize));
-  mk::build_silu_table(dev, clamp_limit, nullptr);
+void silu_tables_for_test(float clamp_limit, std::vector<float>& silu, std::vector<float>& silu_of_pairs,
+                          std::vector<float>& grad) {
+  float2* pairs = nullptr;
+  float* values = nullptr;
+  CALICO_CUDA_CHECK(cudaMalloc(&pairs, sizeof(float2) * mk::kSiluTableSize));
+  CALICO_CUDA_CHECK(cudaMalloc(&values, sizeof(float) * mk::kSiluTableSize));
+  mk::build_silu_tables(pairs, values, clamp_limit, nullptr);
   std::vector<float2> host(mk::kSiluTableSize);
-  const cudaError_t e = cudaMemcpy(host.data(), dev, sizeof(float2) * host.size(), cudaMemcpyDeviceToHost);
-  cudaFree(dev);
+  silu.resize(host.size());
+  cudaError_t e = cudaMemcpy(host.data(), pairs, sizeof(float2) * host.size(), cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess) e = cudaMemcpy(silu.data(), values, sizeof(float) * silu.size(), cudaMemcpyDeviceToHost);
+  cudaFree(pairs);
+  cudaFree(values);
   CALICO_CUDA_CHECK(e);
-  silu.resize(host.size()), grad.resize(host.size());
-  for (size_t i = 0; i < host.size(); ++i) silu[i] = host[i].x, grad[i] = host[i].y;
+  silu_of_pairs.resize(host.size()), grad.resize(host.size());
+  for (size_t i = 0; i < host.size(); ++i) silu_of_pairs[i] = host[i].x, grad[i] = host[i].y;
 }
 
 std::string MoeLayer::profile_report() {

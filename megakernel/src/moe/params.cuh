@@ -103,7 +103,8 @@ struct BackwardParams {
 void launch_forward(const ForwardParams& p, int grid, cudaStream_t stream);
 void launch_backward(const BackwardParams& p, int grid, cudaStream_t stream);
 size_t gemm_smem_bytes();
-// table[i] = {calico_silu, calico_silu_grad} of the bf16 i; [kSiluTableLimit] = {silu(clamp_limit), 0}.
-void build_silu_table(float2* table, float clamp_limit, cudaStream_t stream);
+// pairs[i] = {calico_silu, calico_silu_grad} of the bf16 i, silu[i] = calico_silu of it; [kSiluTableLimit]:
+// silu(clamp_limit) (and grad 0).
+void build_silu_tables(float2* pairs, float* silu, float clamp_limit, cudaStream_t stream);
 
 }  // namespace calico::gpu::mk
