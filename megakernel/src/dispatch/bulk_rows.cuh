@@ -13,6 +13,7 @@
 // test_numerics_gpu).
 #pragma once
 
+#include "dispatch/row_pieces.h"
 #include "gemm/gather.cuh"
 #include "gemm/sm90_tile.cuh"
 #include "gemm/tma_store.cuh"
@@ -71,18 +72,16 @@ __device__ __forceinline__ bool bulk_dispatch_rows(const SyncContext& sc, BulkRo
                                                    uint16_t* dst, int row0, int nrows, int H, int stage, int task) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const uint32_t row_bytes = static_cast<uint32_t>(H) * 2u;
-  const int pieces = static_cast<int>((row_bytes + kPieceBytes - 1) / kPieceBytes);
-  const int items = nrows * pieces;
-  const int n = items > warp ? (items - warp + kCommWarps - 1) / kCommWarps : 0;  // this warp's: warp + 12 i
+  const int pieces = pieces_per_row(row_bytes, kPieceBytes);
+  const int n = warp_items(nrows * pieces, warp, kCommWarps);  // dispatch/row_pieces.h
   struct Piece {
     int token;
     uint32_t offset, bytes;
     int row;
   };
   auto piece = [&](int i) {
-    const int j = warp + kCommWarps * i, r = row0 + j / pieces, q = j % pieces;
-    const uint32_t off = static_cast<uint32_t>(q) * kPieceBytes;
-    return Piece{__ldg(row_token + r), off, min(static_cast<uint32_t>(kPieceBytes), row_bytes - off), r};
+    const RowPiece q = row_piece(warp, i, kCommWarps, pieces, row_bytes, kPieceBytes);
+    return Piece{__ldg(row_token + row0 + q.row), q.offset, q.bytes, row0 + q.row};
   };
   auto issue = [&](int i) {  // lane 0: the load of item i into its slot (nothing for a padding row)
     const Piece p = piece(i);

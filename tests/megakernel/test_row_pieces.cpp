@@ -1,0 +1,61 @@
+// The push dispatch's split of rows into bulk-copy pieces (dispatch/row_pieces.h): every byte of every row
+// moved exactly once, in pieces of at most the piece size whose offsets and sizes keep cp.async.bulk's
+// 16-byte alignment, the warps' items disjoint. No GPU needed: bulk_rows.cuh computes its items with these.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "dispatch/row_pieces.h"
+
+namespace calico::gpu::mk {
+namespace {
+
+// "" or the first problem: a byte moved twice or never, a piece past its row, too big or misaligned.
+// `dropped`: items left out of warp 0's share (the negative control).
+std::string coverage_problem(int nrows, uint32_t row_bytes, uint32_t piece_bytes, int warps, int dropped = 0) {
+  std::vector<int> moved(static_cast<size_t>(nrows) * row_bytes, 0);
+  const int pieces = pieces_per_row(row_bytes, piece_bytes);
+  for (int w = 0; w < warps; ++w)
+    for (int i = 0; i < warp_items(nrows * pieces, w, warps) - (w == 0 ? dropped : 0); ++i) {
+      const RowPiece p = row_piece(w, i, warps, pieces, row_bytes, piece_bytes);
+      if (p.row < 0 || p.row >= nrows || p.offset + p.bytes > row_bytes || p.bytes == 0 || p.bytes > piece_bytes)
+        return "warp " + std::to_string(w) + " item " + std::to_string(i) + ": piece outside its row";
+      if (p.offset % 16 != 0 || p.bytes % 16 != 0) return "piece not 16-byte aligned";
+      for (uint32_t b = p.offset; b < p.offset + p.bytes; ++b) ++moved[static_cast<size_t>(p.row) * row_bytes + b];
+    }
+  for (size_t k = 0; k < moved.size(); ++k)
+    if (moved[k] != 1)
+      return "row " + std::to_string(k / row_bytes) + " byte " + std::to_string(k % row_bytes) + " moved " +
+             std::to_string(moved[k]) + " times";
+  return "";
+}
+
+TEST(RowPieces, EveryByteOnceInAlignedPieces) {
+  // H = 2048 (one piece per row), 7168 (3.5 pieces), 8 (a 16-byte row), a row of exactly two pieces; 128
+  // rows as in an m-tile, fewer rows than warps, one warp.
+  const uint32_t row_bytes[] = {4096, 14336, 16, 8192, 2 * 7000};
+  for (uint32_t rb : row_bytes)
+    for (int nrows : {128, 5, 1})
+      for (int warps : {12, 1}) {
+        SCOPED_TRACE("row bytes " + std::to_string(rb) + ", rows " + std::to_string(nrows) + ", warps " +
+                     std::to_string(warps));
+        EXPECT_EQ(coverage_problem(nrows, rb, 4096, warps), "");
+      }
+}
+
+TEST(RowPieces, CheckCatchesAMissingItemAndMisalignedPieces) {
+  // Negative controls: warp 0 one item short leaves its last piece unmoved; a piece size that is not a
+  // multiple of 16 breaks cp.async.bulk's alignment.
+  EXPECT_NE(coverage_problem(128, 14336, 4096, 12, 1).find("moved 0 times"), std::string::npos);
+  EXPECT_NE(coverage_problem(128, 14336, 4104, 12).find("not 16-byte aligned"), std::string::npos);
+  // The deal: 128 rows x 4 pieces over 12 warps, 43 items for the first 8 warps and 42 for the rest.
+  const int pieces = pieces_per_row(14336, 4096);
+  EXPECT_EQ(pieces, 4);
+  EXPECT_EQ(warp_items(128 * pieces, 0, 12), 43);
+  EXPECT_EQ(warp_items(128 * pieces, 11, 12), 42);
+  EXPECT_EQ(warp_items(3, 5, 12), 0);  // a warp past the items gets none
+}
+
+}  // namespace
+}  // namespace calico::gpu::mk
