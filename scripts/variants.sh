@@ -10,7 +10,8 @@
 #     OUT/variants.jsonl (each row tagged with its variant) and a table on stdout. The bench settings
 #     (MODES, ITERS, TORCH, BENCH_ARGS) are the bench script's environment; TORCH defaults to 0 here, and
 #     BENCH_ARGS must be flags every variant's `calico bench` knows. Returned files: variants.jsonl plus
-#     NAME/bench.jsonl and NAME/bench.txt per variant (the device returns at most 8: three variants).
+#     OUT/variant-logs.tgz (NAME/bench.jsonl and NAME/bench.txt of every variant: the device returns only a
+#     few files, so any number of variants comes back as two).
 # NOTE: the variants share one GPU and one call, so their rows are comparable; rows of different calls are
 # not (the deepseek-v3 forward alone varied by 15% between calls on 2026-12-01).
 set -uo pipefail
@@ -77,6 +78,8 @@ for r in rows:
     print(f"{r['variant']:16} {name:28} {r['preset']:20} {r['forward_ms']:8.3f} {r['forward_backward_ms']:11.3f}")
 PY
     [ $status = 0 ] && rm -f "$OUT"/build-*.log  # kept when something failed
+    names=(); for dir in .variants/*/; do [ -d "$OUT/$(basename "$dir")" ] && names+=("$(basename "$dir")"); done
+    [ ${#names[@]} -gt 0 ] && tar czf "$OUT/variant-logs.tgz" -C "$OUT" "${names[@]}" && (cd "$OUT" && rm -rf "${names[@]}")
     exit $status
     ;;
   *) usage ;;
