@@ -305,7 +305,6 @@ struct MoeLayer::Impl {
     bp.d = d, bp.sch = sch, bp.sync = sync;
     if (profile) bp.sync.profile = profile + mk::kProfSlots;
     bp.n_comm = opt.comm_ctas_backward, bp.pull_dy = opt.pull_backward, bp.combine_tokens = opt.combine_tokens, bp.skip_signal_task = opt.lose_signal_backward;
-    bp.router_pairs = mk::kConsumerThreads;  // one pair per consumer thread (the router-gradient side tasks)
     bp.d_out = d_out;
     bp.xp = xp, bp.g = g, bp.u = u, bp.h = h, bp.y = y, bp.x = x, bp.gs = gs, bp.us = us, bp.hs = hs;
     bp.dy = dy, bp.dg = dg, bp.du = du, bp.dx = dx, bp.dgs = dgs, bp.dus = dus, bp.dxs = dxs, bp.d_x = d_x;

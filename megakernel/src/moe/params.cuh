@@ -74,7 +74,7 @@ struct BackwardParams {
   int carry_in_wgrad = 1;     // 1: weight-gradient chains start from the carried-in accumulators; 0: from +0
   const float* zero_row = nullptr;  // [kWideN] zeros: what the chains start from when carry_in_wgrad is 0
   int combine_tokens = 16;
-  int router_pairs = 256;     // (t, k) pairs per router-gradient task (a side task of the walk)
+  int router_pairs = kConsumerThreads;  // (t, k) pairs per router-gradient side task: one per consumer thread
   int skip_signal_task = -1;
   const uint16_t* d_out = nullptr;  // [T,H]
   const uint16_t *xp = nullptr, *g = nullptr, *u = nullptr, *h = nullptr, *y = nullptr;  // from the forward
