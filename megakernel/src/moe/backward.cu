@@ -239,7 +239,7 @@ __device__ __forceinline__ bool produce_saved_gu(const BackwardParams& p, GemmSm
 }
 
 // ---- producer (the producer warpgroup; ptid = thread in it) --------------------------------------------
-__device__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id,
+__device__ __forceinline__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id,
                         const BwdPlan& plan) {
   const SyncContext& sc = p.sync;
   const LayerDims& d = p.d;
@@ -459,6 +459,10 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
   return true;
 }
 
+// kCarryIn: the chains start from the carried-in accumulators (MoeOptions::accumulate_weight_grads), else from
+// +0 (clear). A compile-time choice (one kernel per mode): a runtime branch between clear(acc) and the loads
+// made ptxas serialise every wgmma (C7515), and reading a row of zeros instead cost ~1,200 cycles per tile.
+template <bool kCarryIn>
 __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
   const WgradTarget w = wgrad_target(p, t);
   // NOTE: addresses as two row pointers plus compile-time offsets (the fragment's structure, checked below):
@@ -476,25 +480,25 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
     for (int r = 0; r < 2; ++r) {
       const int row = t.m * kBM + m0 + 8 * r;
       rows.row_ok[r] = row < w.M;
-      rows.row[r] = p.carry_in_wgrad ? w.W + static_cast<int64_t>(rows.row_ok[r] ? row : 0) * w.N + rows.col0
-                                     : p.zero_row + n0;  // kWideN zeros: the same loads read +0
+      rows.row[r] = w.W + static_cast<int64_t>(rows.row_ok[r] ? row : 0) * w.N + rows.col0;
     }
   };
   const bool ok = wide_tile<MmaWgrad, false, false>(
       p, s, ps, id, ctid, ceil_div(chain_steps(t), kBK / 16), kProfMainWgrad,
       [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator, or +0 (MoeOptions::accumulate_weight_grads)
-        // NOTE: one code path for both modes (overwrite reads a row of zeros): a branch between clear(acc) and
-        // the loads made ptxas serialise every wgmma of the kernel (C7515, one DEPBAR after each HGMMA of
-        // all three GEMM kinds).
-        locate(coord);
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc); i += 2) {
-          const int r = (i / 2) % 2, off = 8 * (i / 4);
-          check_acc_fragment(coord, i, r, off);
-          const bool in = rows.row_ok[r] && rows.col0 + off < rows.N;
-          const float2 v = in ? *reinterpret_cast<const float2*>(rows.row[r] + off) : make_float2(0.0f, 0.0f);
-          acc(i) = v.x;
-          acc(i + 1) = v.y;
+        if constexpr (!kCarryIn) {
+          clear(acc);
+        } else {
+          locate(coord);
+          CUTE_UNROLL
+          for (int i = 0; i < size(acc); i += 2) {
+            const int r = (i / 2) % 2, off = 8 * (i / 4);
+            check_acc_fragment(coord, i, r, off);
+            const bool in = rows.row_ok[r] && rows.col0 + off < rows.N;
+            const float2 v = in ? *reinterpret_cast<const float2*>(rows.row[r] + off) : make_float2(0.0f, 0.0f);
+            acc(i) = v.x;
+            acc(i + 1) = v.y;
+          }
         }
       },
       [&](auto& acc, auto& coord) {  // round r: fp32 columns [32 r, 32 r + 32); TMA clips the edges
@@ -559,6 +563,7 @@ __device__ void backward_comm(const BackwardParams& p, const BwdPlan& plan, Gemm
   bulk_rows_release(b);
 }
 
+template <bool kCarryIn>
 __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_constant__ BackwardParams p) {
 #if CALICO_MK_SM90
   extern __shared__ uint8_t smem_raw[];
@@ -574,7 +579,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
           case kDx: ok = consume_dx(p, s, ps, t, id, ctid); break;
           case kRouter:
           case kCombine: ok = consume_side(p, plan, s, ps, t, id, ctid); break;
-          default: ok = consume_wgrad(p, s, ps, t, id, ctid); break;
+          default: ok = consume_wgrad<kCarryIn>(p, s, ps, t, id, ctid); break;
         }
         return ok;
       },
@@ -589,11 +594,12 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
 void launch_backward(const BackwardParams& p, int grid, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
-    cudaFuncSetAttribute(backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(gemm_smem_bytes()));
+    for (auto kernel : {backward_kernel<true>, backward_kernel<false>})
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(gemm_smem_bytes()));
     configured = true;
   }
-  backward_kernel<<<grid, kThreads, gemm_smem_bytes(), stream>>>(p);
+  auto kernel = p.carry_in_wgrad ? backward_kernel<true> : backward_kernel<false>;
+  kernel<<<grid, kThreads, gemm_smem_bytes(), stream>>>(p);
 }
 
 }  // namespace calico::gpu::mk

@@ -154,7 +154,6 @@ struct MoeLayer::Impl {
   float *d_rw, *d_wg, *d_wu, *d_wd, *d_wsg = nullptr, *d_wsu = nullptr, *d_wsd = nullptr;
   float2* silu_pairs;  // gemm/epilogue.cuh's SiluTables
   float* silu_values;
-  float* zero_row;     // kWideN zeros (BackwardParams::zero_row)
   int *sched_ints, *scratch, *counters_fwd, *counters_bwd, *abort_flag;
   size_t n_counters_fwd = 0, n_counters_bwd = 0;
   mk::ErrorRecord* error = nullptr;
@@ -228,8 +227,6 @@ struct MoeLayer::Impl {
     dg = bf16(rows * I), du = bf16(rows * I), dx = bf16(rows * H), d_x = bf16(T * H);
     d_rw = f32(T * K);
     d_wg = f32(E * I * H), d_wu = f32(E * I * H), d_wd = f32(E * H * I);
-    zero_row = f32(mk::kWideN);
-    CALICO_CUDA_CHECK(cudaMemset(zero_row, 0, sizeof(float) * mk::kWideN));
     silu_pairs = reinterpret_cast<float2*>(f32(2 * mk::kSiluTableSize));
     silu_values = f32(mk::kSiluTableSize);
     mk::build_silu_tables(silu_pairs, silu_values, d.clamp_limit, stream);
@@ -332,7 +329,6 @@ struct MoeLayer::Impl {
     bp.tma_g = rows_as_k_major<128>(g, rows, I);
     bp.tma_u = rows_as_k_major<128>(u, rows, I);
     bp.carry_in_wgrad = opt.accumulate_weight_grads;
-    bp.zero_row = zero_row;
     bp.st_dg = store_rows<mk::bf16_t>(dg, rows, I);
     bp.st_du = store_rows<mk::bf16_t>(du, rows, I);
     bp.st_dx = store_rows<mk::bf16_t>(dx, rows, H);

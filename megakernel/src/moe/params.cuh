@@ -72,7 +72,6 @@ struct BackwardParams {
   int pull_dy = 0;            // 1: compute CTAs gather d_y = w * d_out rows; 0: comm CTAs dispatch them
   SiluTables silu;
   int carry_in_wgrad = 1;     // 1: weight-gradient chains start from the carried-in accumulators; 0: from +0
-  const float* zero_row = nullptr;  // [kWideN] zeros: what the chains start from when carry_in_wgrad is 0
   int combine_tokens = 16;
   int router_pairs = kConsumerThreads;  // (t, k) pairs per router-gradient side task: one per consumer thread
   int skip_signal_task = -1;
