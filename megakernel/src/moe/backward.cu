@@ -24,6 +24,7 @@
 
 #include "combine/combine.cuh"
 #include "dispatch/bulk_rows.cuh"
+#include "dispatch/router_stages.cuh"
 #include "dispatch/rows.cuh"
 #include "gemm/epilogue.cuh"
 #include "gemm/gather.cuh"
@@ -238,6 +239,12 @@ __device__ __forceinline__ bool produce_saved_gu(const BackwardParams& p, GemmSm
   return true;
 }
 
+// Router-gradient side task m: pairs [m * router_pairs, +router_pairs) (the last one shorter).
+__device__ __forceinline__ RouterTask router_task(const BackwardParams& p, const BwdTask& t) {
+  const int pairs = p.d.T * p.d.K, p0 = t.m * p.router_pairs;
+  return {p.d_out, p.y, p.sch.token_row, p0, min(p.router_pairs, pairs - p0), p.d.K, p.d.H};
+}
+
 // ---- producer (the producer warpgroup; ptid = thread in it) --------------------------------------------
 __device__ __forceinline__ bool produce(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id,
                         const BwdPlan& plan) {
@@ -253,7 +260,12 @@ __device__ __forceinline__ bool produce(const BackwardParams& p, GemmSmem& s, Pi
   constexpr uint32_t kBytesDgrad = OpK128::kTileBytes + OpMN256::kTileBytes;
   constexpr uint32_t kBytesWgrad = OpMN128::kTileBytes + OpMN256::kTileBytes;
   switch (t.kind) {
-    case kRouter:
+    case kRouter: {  // the pairs' y and d_out rows, k-tile by k-tile (dispatch/router_stages.cuh)
+      const RouterTask r = router_task(p, t);
+      return produce_tile<true>(
+          sc, s, ps, r.k_tiles(), 0, id, ptid, [](int, int, uint64_t*) {},
+          [&](int kt, int st) { router_gather(r, s, st, kt, ptid); }, [](int, int) {}, [](int, int) {});
+    }
     case kCombine:
       return publish_empty_stage(sc, s, ps, ptid, id, [] {});
     case kDh: {
@@ -520,19 +532,18 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
 }
 
 // ---- side tasks and the communication CTAs --------------------------------------------------------------
-// A side task: its empty stage, then the work on the 256 consumer threads. Router gradient: no dependency
-// (d_out and the forward's y). Combine: after every d_x_k tile (the counter is complete long before most).
+// A side task on the 256 consumer threads. Router gradient: its k-tiles' stages (dispatch/router_stages.cuh),
+// no dependency (d_out and the forward's y). Combine: its empty stage, then after every d_x_k tile (the
+// counter is complete long before most).
 __device__ bool consume_side(const BackwardParams& p, const BwdPlan& plan, GemmSmem& s, PipeState& ps,
                              const BwdTask& t, int id, int ctid) {
-  if (!consume_empty_stage(p.sync, s, ps, id)) return false;
   const long long c0 = clock64();
   if (t.kind == kRouter) {
-    const int pairs = p.d.T * p.d.K, np = p.router_pairs;
-    router_grad_pairs(p.d_out, p.y, p.sch.token_row, p.d_router_weights, t.m * np, min(np, pairs - t.m * np), p.d.K,
-                      p.d.H, ctid, kConsumerThreads);
+    const bool ok = router_chains(p.sync, router_task(p, t), s, ps, p.d_router_weights, id, ctid);
     profile_lap(p.sync, kProfSideRouter, c0, ctid);
-    return true;
+    return ok;
   }
+  if (!consume_empty_stage(p.sync, s, ps, id)) return false;
   if (ctid == 0) s.task_slot[1] = wait_all(p.sync, p.c_dx_total, plan.total_dx(), kStageCombineBwd, id, kCounterDxTotal, 0);
   consumer_barrier();
   const bool ready = s.task_slot[1] != 0;

@@ -329,6 +329,7 @@ struct MoeLayer::Impl {
     bp.tma_g = rows_as_k_major<128>(g, rows, I);
     bp.tma_u = rows_as_k_major<128>(u, rows, I);
     bp.carry_in_wgrad = opt.accumulate_weight_grads;
+    bp.router_pairs = mk::router_task_pairs(d.K);
     bp.st_dg = store_rows<mk::bf16_t>(dg, rows, I);
     bp.st_du = store_rows<mk::bf16_t>(du, rows, I);
     bp.st_dx = store_rows<mk::bf16_t>(dx, rows, H);

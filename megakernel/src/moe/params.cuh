@@ -64,6 +64,11 @@ struct ForwardParams {
   StoreBf16 st_g, st_u, st_h, st_y, st_gs, st_us, st_hs, st_ys;  // the epilogues' TMA stores
 };
 
+// Pairs per router-gradient side task (dispatch/router_stages.cuh): one per consumer thread, and their
+// tokens (at most floor((P - 1) / K) + 2) fit a stage's 128-row A region: K = 1 takes 128 pairs, K = 2 256
+// pairs aligned to 128 tokens.
+CALICO_HD constexpr int router_task_pairs(int K) { return K == 1 ? kBM : kConsumerThreads; }
+
 struct BackwardParams {
   LayerDims d;
   DeviceSchedule sch;
@@ -73,7 +78,7 @@ struct BackwardParams {
   SiluTables silu;
   int carry_in_wgrad = 1;     // 1: weight-gradient chains start from the carried-in accumulators; 0: from +0
   int combine_tokens = 16;
-  int router_pairs = kConsumerThreads;  // (t, k) pairs per router-gradient side task: one per consumer thread
+  int router_pairs = kConsumerThreads;  // (t, k) pairs per router-gradient side task: router_task_pairs(K)
   int skip_signal_task = -1;
   const uint16_t* d_out = nullptr;  // [T,H]
   const uint16_t *xp = nullptr, *g = nullptr, *u = nullptr, *h = nullptr, *y = nullptr;  // from the forward
