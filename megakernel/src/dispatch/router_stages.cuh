@@ -13,21 +13,24 @@
 #pragma once
 
 #include "gemm/gather.cuh"
-#include "moe/params.cuh"  // router_task_pairs
+#include "dispatch/router_tasks.h"
+#include "moe/params.cuh"  // ceil_div
 
 namespace calico::gpu::mk {
 
 using RouterRowsY = StageRows<256, true>;     // B region: pair j's y row
 using RouterRowsDout = StageRows<kBM, true>;  // A region: token t0 + i's d_out row
 
-// One task: pairs [p0, p0 + n), n <= router_task_pairs(K).
+// One task: pairs [p0, p0 + n), n <= router_task_pairs(K) (dispatch/router_tasks.h: its tokens fit the A
+// region).
+static_assert(kRouterTokenRows == kBM && kRouterMaxPairs == kConsumerThreads);
 struct RouterTask {
   const uint16_t* d_out;   // [T, H]
   const uint16_t* y;       // [rows, H], the forward's expert-major down outputs
   const int* token_row;    // [T * K]: pair -> row of y
   int p0, n, K, H;
   __device__ int t0() const { return p0 / K; }
-  __device__ int tokens() const { return (p0 + n - 1) / K - t0() + 1; }
+  __device__ int tokens() const { return router_task_tokens(p0, n, K); }
   __device__ int k_tiles() const { return ceil_div(H, kBK); }
 };
 

@@ -8,6 +8,7 @@
 #include "gemm/epilogue.cuh"
 #include "gemm/tma_store.cuh"
 #include "sync/bounded_wait.cuh"
+#include "dispatch/router_tasks.h"
 
 namespace calico::gpu::mk {
 
@@ -63,11 +64,6 @@ struct ForwardParams {
   OpK256 tma_wd, tma_wsd;
   StoreBf16 st_g, st_u, st_h, st_y, st_gs, st_us, st_hs, st_ys;  // the epilogues' TMA stores
 };
-
-// Pairs per router-gradient side task (dispatch/router_stages.cuh): one per consumer thread, and their
-// tokens (at most floor((P - 1) / K) + 2) fit a stage's 128-row A region: K = 1 takes 128 pairs, K = 2 256
-// pairs aligned to 128 tokens.
-CALICO_HD constexpr int router_task_pairs(int K) { return K == 1 ? kBM : kConsumerThreads; }
 
 struct BackwardParams {
   LayerDims d;
