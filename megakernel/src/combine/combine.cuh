@@ -8,9 +8,12 @@
 #include <cstdint>
 
 #include "calico/numerics.h"
-#include "dispatch/rows.cuh"
 
 namespace calico::gpu::mk {
+
+struct alignas(16) Vec8 {  // 16 bytes of bf16 (H % 8 == 0, checked on the host)
+  uint16_t v[8];
+};
 
 template <bool kWeighted>
 __device__ __forceinline__ void combine_tokens(const uint16_t* rows, const int* __restrict__ token_row,

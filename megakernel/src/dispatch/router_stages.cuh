@@ -1,6 +1,6 @@
 // The router gradient as a side task fed through the pipeline's stages: d_router_weights[p] for the pairs
 // p = (t, k) of [p0, p0 + n), one pair per consumer thread, each one fp32 chain over c = 0..H-1 ascending:
-// acc = fmaf(d_out[t, c], y[row(p), c], acc) (calico/reference.h; the same chain as router_grad_pairs).
+// acc = fmaf(d_out[t, c], y[row(p), c], acc) (calico/reference.h).
 //
 // Why: each thread streaming its own two 4 KB rows through the ~28 KB of L1 that the stages leave moved
 // ~13 bytes per clock per SM (2.9 of 42.6 M backward cycles per qwen3 CTA). Here the producer warpgroup
@@ -14,7 +14,6 @@
 
 #include "gemm/gather.cuh"
 #include "dispatch/router_tasks.h"
-#include "moe/params.cuh"  // ceil_div
 
 namespace calico::gpu::mk {
 
@@ -31,7 +30,7 @@ struct RouterTask {
   int p0, n, K, H;
   __device__ int t0() const { return p0 / K; }
   __device__ int tokens() const { return router_task_tokens(p0, n, K); }
-  __device__ int k_tiles() const { return ceil_div(H, kBK); }
+  __device__ int k_tiles() const { return (H + kBK - 1) / kBK; }
 };
 
 // Producer thread ptid: its copies of k-tile kt into `stage` (columns past H are not copied: the chains

@@ -25,7 +25,6 @@
 #include "combine/combine.cuh"
 #include "dispatch/bulk_rows.cuh"
 #include "dispatch/router_stages.cuh"
-#include "dispatch/rows.cuh"
 #include "gemm/epilogue.cuh"
 #include "gemm/gather.cuh"
 #include "moe/params.cuh"
