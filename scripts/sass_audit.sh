@@ -10,6 +10,7 @@
 #   cuobjdump on PATH or in the CUDA toolkit, else fetched once with pip into ~/.cache/calico-cuobjdump).
 # Rows of different trees are comparable: same compiler, same flags. Counts, not timings.
 set -euo pipefail
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 cd "$(dirname "$0")/.."
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 [ -x "$NVCC" ] || { echo "sass_audit: nvcc not found (set NVCC)" >&2; exit 2; }
