@@ -11,7 +11,10 @@
 # Rows of different trees are comparable: same compiler, same flags. Counts, not timings.
 set -euo pipefail
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+trees=()
+for t in "$@"; do trees+=("$(realpath "$t")"); done  # before the cd: paths are the caller's
 cd "$(dirname "$0")/.."
+[ ${#trees[@]} -gt 0 ] || trees=("$PWD")
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 [ -x "$NVCC" ] || { echo "sass_audit: nvcc not found (set NVCC)" >&2; exit 2; }
 CUTLASS="${CALICO_CUTLASS_INCLUDE:-$(python3 -c 'import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), "source", "include"))' 2>/dev/null || true)}"
@@ -37,8 +40,6 @@ CUOBJDUMP="$(find_cuobjdump)"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-trees=("$@")
-[ ${#trees[@]} -gt 0 ] || trees=(.)
 
 printf '%-28s %-9s %-7s %5s %6s %6s %5s %5s %5s %5s %6s %6s\n' tree kernel inst regs spillB hgmma dep0 bra ldc lds64 ldg64c ldgsts
 for tree in "${trees[@]}"; do
@@ -54,7 +55,7 @@ for tree in "${trees[@]}"; do
     "$CUOBJDUMP" -sass "$obj" > "$work/$kernel.sass"
     # One row per kernel instance (backward: one per weight-gradient mode).
     python3 - "$tree" "$kernel" "$work/$kernel.sass" "$log" <<'PY'
-import re, sys
+import os, re, sys
 tree, kernel, sass_path, log_path = sys.argv[1:]
 log = open(log_path).read()
 props = {}  # kernel name -> (registers, spill-store bytes), from ptxas -v
@@ -71,7 +72,7 @@ for body in re.split(r"\n\s*Function : ", open(sass_path).read())[1:]:
     mode = re.search(r"kernelILb([01])E", name)
     label = kernel + ({"0": "/ow", "1": "/acc"}[mode.group(1)] if mode else "")
     regs, spill = props.get(name, ("?", "?"))
-    print(f"{tree[-28:]:28} {label:9} {len(inst):7} {regs:>5} {spill:>6} {count(lambda o: o.startswith('HGMMA')):6} "
+    print(f"{os.path.basename(tree)[-28:]:28} {label:9} {len(inst):7} {regs:>5} {spill:>6} {count(lambda o: o.startswith('HGMMA')):6} "
           f"{depbar0:5} {count(lambda o: o == 'BRA'):5} {count(lambda o: o.startswith('LDC')):5} "
           f"{count(lambda o: o == 'LDS.64'):5} {count(lambda o: o == 'LDG.E.64.CONSTANT'):6} "
           f"{count(lambda o: o.startswith('LDGSTS')):6}")
