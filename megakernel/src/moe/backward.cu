@@ -215,6 +215,11 @@ __device__ __forceinline__ void prefetch_carry_in(const BackwardParams& p, const
 // SwiGLU backward reads them from shared memory (from global memory, 8 dependent round trips per tile made the
 // d_h epilogue longer than its main loop). A block past I is an empty stage. False if a wait failed.
 constexpr int kSavedGuBlocks = kWideN / kBK;
+// A saved-g/u stage's SiLU table window: the B region past the 128-row u tile.
+__device__ __forceinline__ uint8_t* saved_gu_window(GemmSmem& s, int stage) {
+  static_assert(OpK128::kTileBytes + kSiluWindowBytes <= sizeof(s.b[0]), "the window fits behind the u tile");
+  return reinterpret_cast<uint8_t*>(&s.b[stage][0]) + OpK128::kTileBytes;
+}
 __device__ __forceinline__ bool produce_saved_gu(const BackwardParams& p, GemmSmem& s, PipeState& ps,
                                                  const BwdTask& t, int id, int ptid) {
   const int I = t.shared ? p.d.Is : p.d.I;
@@ -226,11 +231,16 @@ __device__ __forceinline__ bool produce_saved_gu(const BackwardParams& p, GemmSm
     if (!mbar_wait(p.sync, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, id, kCounterMbarEmpty, ps.stage))
       return false;
     if (ptid == 0) {
-      mbar_arrive_expect_tx(&s.full[ps.stage], in ? 2 * OpK128::kTileBytes : 0);
+      mbar_arrive_expect_tx(&s.full[ps.stage], (in ? 2 * OpK128::kTileBytes : 0) + kSiluWindowBytes);
       if (in) {
         tma_load(G, &s.full[ps.stage], &s.a[0][0], ps.stage, t.m, kt, 0);
         tma_load(U, &s.full[ps.stage], &s.b[ps.stage][0], 0, t.m, kt, 0);
       }
+      // The SiLU table's window (gemm/epilogue.cuh) behind the u tile, in every block's stage (also past I,
+      // so the epilogue never reads a stale window): two bulk copies, one per sign, from L2.
+      uint8_t* window = saved_gu_window(s, ps.stage);
+      bulk_load(window, silu_window_source(p.silu, 0), kSiluWindowBytes / 2, &s.full[ps.stage]);
+      bulk_load(window + kSiluWindowBytes / 2, silu_window_source(p.silu, 1), kSiluWindowBytes / 2, &s.full[ps.stage]);
     }
     mbar_arrive(&s.full[ps.stage]);
     ps.advance();
@@ -391,7 +401,7 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
 
 __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
   const int I = t.shared ? p.d.Is : p.d.I;
-  const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
+  const Clamp clamp = Clamp::of(p.d.has_clamp, p.d.clamp_limit);
   const int k_tiles = ceil_div(p.d.H, kBK);
   bool saved_ok = true;  // the waits for the saved g / u stages
   const bool ok = wide_tile<MmaDgrad, true, false>(
@@ -418,21 +428,38 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
               // g and u of (m, c) at the offset of a 128-row K-major stage: the strips' swizzle, 128 rows deep.
               const uint8_t* g_stage = reinterpret_cast<const uint8_t*>(&s.a[ps.stage][0]);
               const uint8_t* u_stage = reinterpret_cast<const uint8_t*>(&s.b[ps.stage][0]);
+              const uint32_t window = smem_addr(saved_gu_window(s, ps.stage));
               // Padding rows get exact zeros (the wgrad chains' last step reads them); the shared expert's rows
-              // past T and columns past I are clipped by TMA.
+              // past T and columns past I are clipped by TMA. In batches of kBatch pairs: every table lookup of a
+              // batch is issued before the first is used (they were one dependent round trip each).
+              constexpr int kBatch = 4;  // registers: the kernel is compiled to 168 (8: ~1 KB of spills)
               CUTE_UNROLL
-              for (int q = 0; q < 16; ++q) {
-                const int i = 32 * b + 2 * q;
-                const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
-                const uint32_t off = strip_offset<bf16_t>(m, c);
-                const uint32_t g2 = ld_shared_u32(g_stage + off), u2 = ld_shared_u32(u_stage + off);
-                uint32_t dg = 0, du = 0;
-                if (m < t.rows && j < I) {
-                  const SwigluGrad2 o = swiglu_backward2(acc(i), acc(i + 1), g2, u2, clamp, p.silu);
-                  dg = o.dg, du = o.du;
+              for (int q0 = 0; q0 < 16; q0 += kBatch) {
+                uint32_t g2[kBatch];
+                float2 e[kBatch][2];
+                CUTE_UNROLL
+                for (int q = 0; q < kBatch; ++q) {
+                  const int i = 32 * b + 2 * (q0 + q);
+                  g2[q] = ld_shared_u32(g_stage + strip_offset<bf16_t>(get<0>(coord(i)), get<1>(coord(i)) - 64 * b));
                 }
-                st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), dg);
-                du_words[q] = du;
+                CUTE_UNROLL
+                for (int q = 0; q < kBatch; ++q) {
+                  CUTE_UNROLL
+                  for (int h = 0; h < 2; ++h)
+                    e[q][h] = silu_pair(static_cast<uint16_t>(h ? g2[q] >> 16 : g2[q] & 0xFFFFu), gate_cut(g2[q], h, clamp),
+                                        window, p.silu);
+                }
+                CUTE_UNROLL
+                for (int q = 0; q < kBatch; ++q) {
+                  const int i = 32 * b + 2 * (q0 + q);
+                  const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
+                  const uint32_t off = strip_offset<bf16_t>(m, c);
+                  const SwigluGrad2 o =
+                      swiglu_backward2(acc(i), acc(i + 1), g2[q], ld_shared_u32(u_stage + off), e[q][0], e[q][1], clamp);
+                  const bool real = m < t.rows && j < I;
+                  st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), real ? o.dg : 0u);
+                  du_words[q0 + q] = real ? o.du : 0u;
+                }
               }
               __syncwarp();
               mbar_arrive_if(&s.empty[ps.stage], (threadIdx.x % 32) == 0);  // this warp's reads are done

@@ -166,7 +166,7 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
   return wide_tile(p, s, ps, id, ctid, ceil_div(p.d.H, kBK), [&](auto& acc, const auto& coord) {
     long long lap = clock64();
     const bool sh = is_shared(t);
-    const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
+    const Clamp clamp = Clamp::of(p.d.has_clamp, p.d.clamp_limit);
     const StoreBf16* out[3] = {sh ? &p.st_gs : &p.st_g, sh ? &p.st_us : &p.st_u, sh ? &p.st_hs : &p.st_h};
     // NOTE: in the m64n256 accumulator fragment, element i + size/2 is column n + 128 of element i (the column
     // block index is the slowest mode), so each thread holds the gate and the up value of the same (m, j).
@@ -177,15 +177,30 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
         p.sync, s, ctid,
         [&](int r, uint8_t* strip) {
           const int b = r / 3, k = r % 3;
+          // In batches of kBatch pairs: the h round's SiLU lookups of a batch are all issued before the first
+          // is used (between the strip's shared stores, which order memory, they were one round trip each).
+          constexpr int kBatch = 8;
           CUTE_UNROLL
-          for (int i = 32 * b; i < 32 * b + 32; i += 2) {
-            if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
-            const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b;
-            uint32_t w;
-            if (k == 0) w = bf16x2_from_f32(acc(i), acc(i + 1));
-            else if (k == 1) w = bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf));
-            else w = swiglu_forward2(acc(i), acc(i + 1), acc(i + kHalf), acc(i + 1 + kHalf), clamp, p.silu).h;
-            st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), m < t.rows ? w : 0u);
+          for (int q0 = 0; q0 < 16; q0 += kBatch) {
+            float2 silu_g[kBatch];
+            if (k == 2) {
+              CUTE_UNROLL
+              for (int q = 0; q < kBatch; ++q) {
+                const int i = 32 * b + 2 * (q0 + q);
+                silu_g[q] = silu_of_gate2(bf16x2_from_f32(acc(i), acc(i + 1)), clamp, p.silu);
+              }
+            }
+            CUTE_UNROLL
+            for (int q = 0; q < kBatch; ++q) {
+              const int i = 32 * b + 2 * (q0 + q);
+              if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
+              const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b;
+              uint32_t w;
+              if (k == 0) w = bf16x2_from_f32(acc(i), acc(i + 1));
+              else if (k == 1) w = bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf));
+              else w = swiglu_h2(silu_g[q], bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf)), clamp);
+              st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), m < t.rows ? w : 0u);
+            }
           }
         },
         [&](int r, int wg, const uint8_t* strip) {
