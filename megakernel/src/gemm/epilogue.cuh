@@ -2,10 +2,10 @@
 // ("THE BACKWARD CONTRACT"): the SwiGLU clamp, h = bf16(silu(g') * u'), and the SwiGLU backward.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 
 #include "calico/numerics.h"
+#include "gemm/silu_lookup.h"
 
 namespace calico::gpu::mk {
 
@@ -26,21 +26,6 @@ __device__ __forceinline__ uint32_t bf16x2_from_f32(float lo, float hi) {
 __device__ __forceinline__ float bf16x2_lo(uint32_t w) { return bf16_to_f32(static_cast<uint16_t>(w & 0xFFFFu)); }
 __device__ __forceinline__ float bf16x2_hi(uint32_t w) { return bf16_to_f32(static_cast<uint16_t>(w >> 16)); }
 
-// g' = min(g, L), u' = clamp(u, -L, L); a NaN passes through. Branch-free: without a clamp the bound is +inf,
-// and every comparison with it is false (as `on && ...` was: for inf and NaN too), so the epilogues' element
-// loops carry no branch per element.
-struct Clamp {
-  float bound = INFINITY;
-  __device__ __forceinline__ static Clamp of(int on, float limit) { return {on ? limit : INFINITY}; }
-  __device__ __forceinline__ bool cuts_gate(float g) const { return g > bound; }
-  __device__ __forceinline__ bool cuts_up(float u) const { return u > bound || u < -bound; }
-  __device__ __forceinline__ float gate(float g) const { return cuts_gate(g) ? bound : g; }
-  __device__ __forceinline__ float up(float u) const {  // two selects (a nested ?: compiled to a branch)
-    const float low_cut = u < -bound ? -bound : u;
-    return u > bound ? bound : low_cut;
-  }
-};
-
 // SiLU and its derivative of every bf16 input, computed once per layer on the device by numerics.h's own
 // calico_silu / calico_silu_grad (build_silu_tables, moe/layer.cu): the gate input of both is always a bf16
 // value (the saved g) or the clamp limit, so a lookup gives the very bits the ~100-instruction functions give
@@ -49,8 +34,6 @@ struct Clamp {
 // NOTE: a warp's lookups are scattered gathers whose cost is per cache line touched: the d_h epilogue reads
 // one table of (silu, grad) pairs (it needs both of the same input), the forward a table of silu alone (twice
 // the entries per line, so fewer lines per warp).
-constexpr int kSiluTableLimit = 65536;  // entry of the clamp limit L (silu only: d_g of a cut value is 0)
-constexpr int kSiluTableSize = 65537;
 struct SiluTables {
   const float2* entries = nullptr;  // [kSiluTableSize]: x = silu, y = silu_grad (the backward)
   const float* silu = nullptr;      // [kSiluTableSize]: the same silu values (the forward)
@@ -72,25 +55,14 @@ __device__ __forceinline__ uint32_t swiglu_h2(float2 silu_g, uint32_t u, const C
   return bf16x2_from_f32(__fmul_rn(silu_g.x, c.up(bf16x2_lo(u))), __fmul_rn(silu_g.y, c.up(bf16x2_hi(u))));
 }
 
-// The d_h epilogue's window of the (silu, grad) table in shared memory (backward.cu, produce_saved_gu: it
-// rides in the unused half of each saved-u stage): the entries of every bf16 g whose exponent field is in
-// [kSiluWindowExp0, +kSiluWindowExps), both signs, i.e. |g| in [2^-6, 4): ~99% of N(0, 1) gate values. A
-// warp's 32 scattered lookups then cost a few shared-memory wavefronts instead of up to 32 L1/L2 lines (the
-// global lookups were ~23k cycles of a qwen3 d_h tile's ~50k-cycle epilogue). The other g (and the cut ones)
-// read the global table: the same entries, so the bits cannot depend on where an entry was read.
-constexpr uint32_t kSiluWindowExp0 = 121, kSiluWindowExps = 8;
-constexpr uint32_t kSiluWindowHalf = kSiluWindowExps * 128;                   // entries of one sign
-constexpr uint32_t kSiluWindowBytes = 2 * kSiluWindowHalf * sizeof(float2);  // 16 KB
-// First entry of sign s's part in the global table.
-__device__ __forceinline__ const float2* silu_window_source(const SiluTables& t, int s) {
-  return t.entries + (static_cast<uint32_t>(s) << 15) + (kSiluWindowExp0 << 7);
-}
+// The d_h epilogue's window (gemm/silu_lookup.h): 16 KB, sign 0's entries then sign 1's.
+constexpr uint32_t kSiluWindowBytes = 2 * kSiluWindowHalf * sizeof(float2);
 // The (silu, grad) entry of gate input g (bits), from the window at shared address `window` or the table;
 // cut: g > L (the entry of the limit, whose grad is never read).
 __device__ __forceinline__ float2 silu_pair(uint16_t gbits, bool cut, uint32_t window, const SiluTables& t) {
-  const uint32_t in_sign = (gbits & 0x7FFFu) - (kSiluWindowExp0 << 7);  // unsigned: below the window wraps
-  const uint32_t in_window = !cut && in_sign < kSiluWindowHalf;
-  const uint32_t shared_addr = window + ((gbits >> 15) * kSiluWindowHalf + in_sign) * 8u;
+  const uint32_t w = silu_window_entry(gbits);
+  const bool in_window = !cut && w != kNotInWindow;
+  const uint32_t shared_addr = window + w * static_cast<uint32_t>(sizeof(float2));
   const float2* global_addr = &t.entries[cut ? kSiluTableLimit : gbits];
   // Two predicated loads, no branch: the shared one volatile (kept after the stage's full-barrier wait) but
   // without a "memory" clobber, so a batch's lookups are all issued before the first is used.

@@ -239,8 +239,9 @@ __device__ __forceinline__ bool produce_saved_gu(const BackwardParams& p, GemmSm
       // The SiLU table's window (gemm/epilogue.cuh) behind the u tile, in every block's stage (also past I,
       // so the epilogue never reads a stale window): two bulk copies, one per sign, from L2.
       uint8_t* window = saved_gu_window(s, ps.stage);
-      bulk_load(window, silu_window_source(p.silu, 0), kSiluWindowBytes / 2, &s.full[ps.stage]);
-      bulk_load(window + kSiluWindowBytes / 2, silu_window_source(p.silu, 1), kSiluWindowBytes / 2, &s.full[ps.stage]);
+      for (uint32_t sign = 0; sign < 2; ++sign)
+        bulk_load(window + sign * (kSiluWindowBytes / 2), p.silu.entries + silu_window_source(sign), kSiluWindowBytes / 2,
+                  &s.full[ps.stage]);
     }
     mbar_arrive(&s.full[ps.stage]);
     ps.advance();
