@@ -372,8 +372,8 @@ __device__ __forceinline__ bool produce(const BackwardParams& p, GemmSmem& s, Pi
 // ---- consumers ------------------------------------------------------------------------------------------
 // One 128 x 256 tile: `init(acc, coord)`, the K loop, `epilogue(acc, coord)`.
 template <class Mma, bool AKMajor, bool BKMajor, class Init, class Epilogue>
-__device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, PipeState& ps, int id, int ctid,
-                                          int k_tiles, int main_slot, Init&& init, Epilogue&& epilogue) {
+__device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
+                                          int id, int ctid, int k_tiles, int main_slot, Init&& init, Epilogue&& epilogue) {
   Mma mma;
   auto thr = mma.get_thread_slice(ctid);
   Tensor tA = thr.make_fragment_A(thr.partition_A(smem_tensor<128, AKMajor>(&s.a[0][0])));
@@ -386,7 +386,7 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
   const bool ok = consume_tile(
       p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
       [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); },
-      kProfFullWaitDgradH + (main_slot - kProfMainDgradH));
+      release.after_first_batches(ctid, k_tiles), kProfFullWaitDgradH + (main_slot - kProfMainDgradH));
   if (!ok) return false;
   const long long c1 = profile_lap(p.sync, main_slot, cm, ctid);
   static_assert(kProfMainWgrad - kProfMainDgradH == kProfKtilesWgrad - kProfKtilesDgradH &&
@@ -400,13 +400,14 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
   return true;
 }
 
-__device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
+__device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
+                           const BwdTask& t, int id, int ctid) {
   const int I = t.shared ? p.d.Is : p.d.I;
   const Clamp clamp = Clamp::of(p.d.has_clamp, p.d.clamp_limit);
   const int k_tiles = ceil_div(p.d.H, kBK);
   bool saved_ok = true;  // the waits for the saved g / u stages
   const bool ok = wide_tile<MmaDgrad, true, false>(
-      p, s, ps, id, ctid, k_tiles, kProfMainDgradH, [](auto& acc, auto&) { clear(acc); },
+      p, s, ps, release, id, ctid, k_tiles, kProfMainDgradH, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
         // Rounds 2b and 2b + 1: d_g and d_u of columns [64 b, 64 b + 64), from the saved g and u of stage block
         // b (produce_saved_gu); the d_u words wait in registers for their round.
@@ -472,19 +473,17 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
       });
   if (!ok || !saved_ok) return false;
   const long long lap = clock64();
-  epilogue_stores_visible(ctid);  // d_g, d_u are read by TMA (d_x_k and wgrad tiles)
-  if (ctid == 0 && id != p.skip_signal_task) {
-    signal_add(&p.c_dh[t.shared ? p.d.mtiles_cap + t.m : t.m], 1);
-    signal_add(&p.c_dh_expert[t.shared ? p.d.E : t.e], 1);
-  }
+  if (ctid == 0 && id != p.skip_signal_task)  // d_g, d_u are read by TMA (d_x_k and wgrad tiles)
+    release.defer(&p.c_dh[t.shared ? p.d.mtiles_cap + t.m : t.m], &p.c_dh_expert[t.shared ? p.d.E : t.e]);
   profile_lap(p.sync, kProfSignal, lap, ctid);
   return true;
 }
 
-__device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
+__device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
+                           const BwdTask& t, int id, int ctid) {
   const int k_tiles = 2 * ceil_div(t.shared ? p.d.Is : p.d.I, kBK);
   const bool ok = wide_tile<MmaDgrad, true, false>(
-      p, s, ps, id, ctid, k_tiles, kProfMainDgradX, [](auto& acc, auto&) { clear(acc); },
+      p, s, ps, release, id, ctid, k_tiles, kProfMainDgradX, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
         // Round r: columns [64 r, 64 r + 64). Padding rows hold +0 (their d_g, d_u rows are zeros); the combine
         // never reads them.
@@ -492,8 +491,7 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
       });
   if (!ok) return false;
   const long long lap = clock64();
-  epilogue_stores_visible(ctid);  // the combine reads d_x_k
-  if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_dx_total, 1);
+  if (ctid == 0 && id != p.skip_signal_task) release.defer(p.c_dx_total);  // the combine reads d_x_k
   profile_lap(p.sync, kProfSignal, lap, ctid);
   return true;
 }
@@ -502,7 +500,8 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
 // +0 (clear). A compile-time choice (one kernel per mode): a runtime branch between clear(acc) and the loads
 // made ptxas serialise every wgmma (C7515), and reading a row of zeros instead cost ~1,200 cycles per tile.
 template <bool kCarryIn>
-__device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
+__device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
+                              const BwdTask& t, int id, int ctid) {
   const WgradTarget w = wgrad_target(p, t);
   // NOTE: addresses as two row pointers plus compile-time offsets (the fragment's structure, checked below):
   // per-element 64-bit addresses, shared by the carry-in read and the write-back, stayed live across the
@@ -523,7 +522,7 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
     }
   };
   const bool ok = wide_tile<MmaWgrad, false, false>(
-      p, s, ps, id, ctid, ceil_div(chain_steps(t), kBK / 16), kProfMainWgrad,
+      p, s, ps, release, id, ctid, ceil_div(chain_steps(t), kBK / 16), kProfMainWgrad,
       [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator, or +0 (MoeOptions::accumulate_weight_grads)
         if constexpr (!kCarryIn) {
           clear(acc);
@@ -563,7 +562,8 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
 // no dependency (d_out and the forward's y). Combine: its empty stage, then after every d_x_k tile (the
 // counter is complete long before most).
 __device__ bool consume_side(const BackwardParams& p, const BwdPlan& plan, GemmSmem& s, PipeState& ps,
-                             const BwdTask& t, int id, int ctid) {
+                             DeferredRelease& release, const BwdTask& t, int id, int ctid) {
+  if (ctid == 0) release.flush();  // before the side task's waits (a combine task waits for every d_x_k tile)
   const long long c0 = clock64();
   if (t.kind == kRouter) {
     const bool ok = router_chains(p.sync, router_task(p, t), s, ps, p.d_router_weights, id, ctid);
@@ -610,14 +610,14 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   run_persistent(
       p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&](bool) { backward_comm(p, plan, s); },
       [&](PipeState& ps, const BwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
-      [&](PipeState& ps, const BwdTask& t, int id, int ctid) {
+      [&](PipeState& ps, DeferredRelease& release, const BwdTask& t, int id, int ctid) {
         bool ok;
         switch (t.kind) {
-          case kDh: ok = consume_dh(p, s, ps, t, id, ctid); break;
-          case kDx: ok = consume_dx(p, s, ps, t, id, ctid); break;
+          case kDh: ok = consume_dh(p, s, ps, release, t, id, ctid); break;
+          case kDx: ok = consume_dx(p, s, ps, release, t, id, ctid); break;
           case kRouter:
-          case kCombine: ok = consume_side(p, plan, s, ps, t, id, ctid); break;
-          default: ok = consume_wgrad<kCarryIn>(p, s, ps, t, id, ctid); break;
+          case kCombine: ok = consume_side(p, plan, s, ps, release, t, id, ctid); break;
+          default: ok = consume_wgrad<kCarryIn>(p, s, ps, release, t, id, ctid); break;
         }
         return ok;
       },
