@@ -19,9 +19,10 @@ struct alignas(16) Vec8 {  // 16 bytes of bf16 (H % 8 == 0, checked on the host)
 // round trip per pass (with one chunk a thread had K = 8 loads in flight and the combine was latency bound).
 constexpr int kCombineChunks = 2;
 
-// Tokens [t0, t0 + nt), H / 8 chunks per token, chunks spread over nthreads threads (tid: this one).
+// Tokens [t0, t0 + nt), H / 8 chunks per token, chunks spread over nthreads threads (tid: this one). Host and
+// device: tests/megakernel/test_combine_tokens.cpp runs every thread's share on the host against the contract.
 template <bool kWeighted>
-__device__ __forceinline__ void combine_tokens(const uint16_t* rows, const int* __restrict__ token_row,
+CALICO_HD void combine_tokens(const uint16_t* rows, const int* __restrict__ token_row,
                                                const float* __restrict__ weights, const uint16_t* shared,
                                                uint16_t* __restrict__ out, int t0, int nt, int K, int H, int tid,
                                                int nthreads) {
@@ -60,7 +61,7 @@ __device__ __forceinline__ void combine_tokens(const uint16_t* rows, const int* 
           for (int j = 0; j < 8; ++j) acc[q][j] = f32_fma(w, bf16_to_f32(v.v[j]), acc[q][j]);
         } else {
 #pragma unroll
-          for (int j = 0; j < 8; ++j) acc[q][j] = __fadd_rn(acc[q][j], bf16_to_f32(v.v[j]));
+          for (int j = 0; j < 8; ++j) acc[q][j] = f32_add(acc[q][j], bf16_to_f32(v.v[j]));
         }
       }
     }
