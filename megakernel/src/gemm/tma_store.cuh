@@ -95,6 +95,9 @@ __device__ __forceinline__ void tma_store_strip(const StoreOperand<T>& op, const
 // wgmma run during the wait, and the writes are mostly done by then), before the consumers wait for a task's
 // first stage that is not there yet (its producer may be waiting on this very counter), before a side task's
 // waits, and at the end of the walk. So no wait of this CTA's threads can depend on a release it holds.
+#ifndef CALICO_MK_FLUSH_KTILE
+#define CALICO_MK_FLUSH_KTILE 5
+#endif
 struct DeferredRelease {
   int* counter[2] = {nullptr, nullptr};
   // Hold this tile's releases (one increment each; b may be null); the previous tile's are made first.
@@ -111,11 +114,15 @@ struct DeferredRelease {
     if (counter[1] != nullptr) signal_add(counter[1], 1);
     counter[0] = counter[1] = nullptr;
   }
-  // consume_tile's after_batch for consumer thread ctid of a tile of k_tiles k-tiles: flush after k-tile 1
-  // (or the only one).
+  // consume_tile's after_batch for consumer thread ctid of a tile of k_tiles k-tiles: flush after k-tile
+  // kFlushKTile (or the tile's last). NOTE: measured on the H200 (2026-12-01, ninth pass): flushing after
+  // k-tile 1 moved the wait into the main loop (the stores of a 128 x 256 gate/up tile, 96 KB, drain at
+  // ~20 B/clk: ~5k cycles, while one k-tile's batch covers ~1k), which grew by as much as the release wait it
+  // removed; a later k-tile finds the writes done.
+  static constexpr int kFlushKTile = CALICO_MK_FLUSH_KTILE;
   __device__ __forceinline__ auto after_first_batches(int ctid, int k_tiles) {
     return [this, ctid, k_tiles](int kt) {
-      if (ctid == 0 && kt == (k_tiles > 1 ? 1 : 0)) flush();
+      if (ctid == 0 && kt == (k_tiles - 1 < kFlushKTile ? k_tiles - 1 : kFlushKTile)) flush();
     };
   }
 };
