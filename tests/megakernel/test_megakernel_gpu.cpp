@@ -203,6 +203,11 @@ TEST_F(MegakernelGpu, StaticAndDynamicTaskWalksGiveTheSameBits) {
   EXPECT_TRUE(first == outputs_of(7, true, false, 0)) << "dynamic walk, push";
   EXPECT_TRUE(first == outputs_of(7, false, false, 7)) << "static walk, push, 7 CTAs";
   EXPECT_TRUE(first == outputs_of(7, true, true, 5)) << "dynamic walk, pull, 5 CTAs";
+  // One compute CTA: every task waits on the CTA's own earlier tiles, so a counter release it still held
+  // (DeferredRelease, gemm/tma_store.cuh) would time out here instead of finishing.
+  EXPECT_TRUE(first == outputs_of(7, true, true, 1)) << "dynamic walk, pull, 1 CTA";
+  EXPECT_TRUE(first == outputs_of(7, false, true, 1)) << "static walk, pull, 1 CTA";
+  EXPECT_TRUE(first == outputs_of(7, false, false, 4)) << "static walk, push, 3 data-movement CTAs + 1 compute CTA";
   EXPECT_FALSE(first == outputs_of(8, true, true, 0)) << "negative control: another seed must differ";
 }
 

@@ -52,6 +52,14 @@ CALICO_HD int count_leading_zeros64(uint64_t x) {  // x != 0
 #endif
 }
 
+CALICO_HD float f32_add(float a, float b) {  // round to nearest, on both sides
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
 CALICO_HD float f32_fma(float a, float b, float c) {
 #if defined(__CUDA_ARCH__)
   return __fmaf_rn(a, b, c);

@@ -38,12 +38,23 @@ struct RouterTask {
 __device__ __forceinline__ void router_gather(const RouterTask& r, GemmSmem& s, int stage, int kt, int ptid) {
   const int c = RouterRowsY::chunk(ptid), col = kt * kBK + c;
   if (col >= r.H) return;
-#pragma unroll 1  // the producer warpgroup runs on 56 registers
-  for (int i = 0; i < RouterRowsY::kPerThread; ++i) {
-    const int j = RouterRowsY::row(ptid, i);
-    if (j < r.n)
-      cp_async_16(RouterRowsY::at(&s.b[0][0], stage, j, c),
-                  r.y + static_cast<int64_t>(__ldg(r.token_row + r.p0 + j)) * r.H + col, true);
+  // The y rows' indices kBatch at a time: one index load was a dependent round trip per copy (16 per thread
+  // and k-tile, one after the other). Not all 16 at once: the producer warpgroup runs on 56 registers.
+  constexpr int kBatch = 4;
+  static_assert(RouterRowsY::kPerThread % kBatch == 0);
+#pragma unroll 1
+  for (int i0 = 0; i0 < RouterRowsY::kPerThread; i0 += kBatch) {
+    int row[kBatch];
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q) {
+      const int j = RouterRowsY::row(ptid, i0 + q);
+      row[q] = j < r.n ? __ldg(r.token_row + r.p0 + j) : -1;  // rows are >= 0
+    }
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q)
+      if (row[q] >= 0)
+        cp_async_16(RouterRowsY::at(&s.b[0][0], stage, RouterRowsY::row(ptid, i0 + q), c),
+                    r.y + static_cast<int64_t>(row[q]) * r.H + col, true);
   }
   const int nt = r.tokens();
 #pragma unroll 1

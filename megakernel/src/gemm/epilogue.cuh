@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "calico/numerics.h"
+#include "gemm/silu_lookup.h"
 
 namespace calico::gpu::mk {
 
@@ -25,17 +26,6 @@ __device__ __forceinline__ uint32_t bf16x2_from_f32(float lo, float hi) {
 __device__ __forceinline__ float bf16x2_lo(uint32_t w) { return bf16_to_f32(static_cast<uint16_t>(w & 0xFFFFu)); }
 __device__ __forceinline__ float bf16x2_hi(uint32_t w) { return bf16_to_f32(static_cast<uint16_t>(w >> 16)); }
 
-struct Clamp {
-  int on = 0;
-  float limit = 0.0f;
-  // g' = min(g, L), u' = clamp(u, -L, L); a NaN passes through.
-  __device__ __forceinline__ float gate(float g) const { return (on && g > limit) ? limit : g; }
-  __device__ __forceinline__ float up(float u) const {
-    if (!on) return u;
-    return u > limit ? limit : (u < -limit ? -limit : u);
-  }
-};
-
 // SiLU and its derivative of every bf16 input, computed once per layer on the device by numerics.h's own
 // calico_silu / calico_silu_grad (build_silu_tables, moe/layer.cu): the gate input of both is always a bf16
 // value (the saved g) or the clamp limit, so a lookup gives the very bits the ~100-instruction functions give
@@ -44,49 +34,68 @@ struct Clamp {
 // NOTE: a warp's lookups are scattered gathers whose cost is per cache line touched: the d_h epilogue reads
 // one table of (silu, grad) pairs (it needs both of the same input), the forward a table of silu alone (twice
 // the entries per line, so fewer lines per warp).
-constexpr int kSiluTableLimit = 65536;  // entry of the clamp limit L (silu only: d_g of a cut value is 0)
-constexpr int kSiluTableSize = 65537;
 struct SiluTables {
   const float2* entries = nullptr;  // [kSiluTableSize]: x = silu, y = silu_grad (the backward)
   const float* silu = nullptr;      // [kSiluTableSize]: the same silu values (the forward)
 };
 // silu(g') with g' = min(g, L) (Clamp::gate) of a bf16 g.
 __device__ __forceinline__ float silu_of_gate(uint16_t g_bits, const Clamp& c, const SiluTables& t) {
-  const bool cut = c.on && bf16_to_f32(g_bits) > c.limit;
+  const bool cut = c.cuts_gate(bf16_to_f32(g_bits));
   return __ldg(&t.silu[cut ? kSiluTableLimit : g_bits]);
 }
 
-// Forward, two adjacent columns: from the fp32 GEMM results, the saved bf16 g, u and h as bf16x2 words (lo:
-// the first column).
-struct SwigluOut2 {
-  uint32_t g, u, h;
-};
-__device__ __forceinline__ SwigluOut2 swiglu_forward2(float acc_g0, float acc_g1, float acc_u0, float acc_u1,
-                                                      const Clamp& c, const SiluTables& t) {
-  const uint32_t g = bf16x2_from_f32(acc_g0, acc_g1), u = bf16x2_from_f32(acc_u0, acc_u1);
-  const float h0 = __fmul_rn(silu_of_gate(static_cast<uint16_t>(g & 0xFFFFu), c, t), c.up(bf16x2_lo(u)));
-  const float h1 = __fmul_rn(silu_of_gate(static_cast<uint16_t>(g >> 16), c, t), c.up(bf16x2_hi(u)));
-  return {g, u, bf16x2_from_f32(h0, h1)};
+// Forward, two adjacent columns, in two parts so that a batch's lookups can be issued before their use (the
+// table lives in L1/L2): silu(g') of a bf16x2 g word, then h = bf16(silu(g') * u') with the u word (lo: the
+// first column).
+__device__ __forceinline__ float2 silu_of_gate2(uint32_t g, const Clamp& c, const SiluTables& t) {
+  return make_float2(silu_of_gate(static_cast<uint16_t>(g & 0xFFFFu), c, t),
+                     silu_of_gate(static_cast<uint16_t>(g >> 16), c, t));
+}
+__device__ __forceinline__ uint32_t swiglu_h2(float2 silu_g, uint32_t u, const Clamp& c) {
+  return bf16x2_from_f32(__fmul_rn(silu_g.x, c.up(bf16x2_lo(u))), __fmul_rn(silu_g.y, c.up(bf16x2_hi(u))));
+}
+
+// The d_h epilogue's window (gemm/silu_lookup.h): 16 KB, sign 0's entries then sign 1's.
+constexpr uint32_t kSiluWindowBytes = 2 * kSiluWindowHalf * sizeof(float2);
+// The (silu, grad) entry of gate input g (bits), from the window at shared address `window` or the table;
+// cut: g > L (the entry of the limit, whose grad is never read).
+__device__ __forceinline__ float2 silu_pair(uint16_t gbits, bool cut, uint32_t window, const SiluTables& t) {
+  const uint32_t w = silu_window_entry(gbits);
+  const bool in_window = !cut && w != kNotInWindow;
+  const uint32_t shared_addr = window + w * static_cast<uint32_t>(sizeof(float2));
+  const float2* global_addr = &t.entries[cut ? kSiluTableLimit : gbits];
+  // Two predicated loads, no branch: the shared one volatile (kept after the stage's full-barrier wait) but
+  // without a "memory" clobber, so a batch's lookups are all issued before the first is used.
+  // NOTE: one asm with both predicated loads made ptxas spill ~1 KB.
+  float2 e;
+  if (in_window) {
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(e.x), "=f"(e.y) : "r"(shared_addr));
+  } else {
+    e = __ldg(global_addr);
+  }
+  return e;
 }
 
 // Backward, two adjacent columns: d_h (fp32 GEMM results, rounded to bf16 first), saved bf16 g, u as bf16x2
-// words -> bf16 d_g, d_u words.
+// words and the table entries of both g (silu_pair) -> bf16 d_g, d_u words.
 struct SwigluGrad2 {
   uint32_t dg, du;
 };
+__device__ __forceinline__ bool gate_cut(uint32_t g_saved, int h, const Clamp& c) {
+  return c.cuts_gate(h ? bf16x2_hi(g_saved) : bf16x2_lo(g_saved));
+}
 __device__ __forceinline__ SwigluGrad2 swiglu_backward2(float acc_dh0, float acc_dh1, uint32_t g_saved,
-                                                        uint32_t u_saved, const Clamp& c, const SiluTables& t) {
+                                                        uint32_t u_saved, float2 e0, float2 e1, const Clamp& c) {
   const uint32_t dh2 = bf16x2_from_f32(acc_dh0, acc_dh1);
   float dg[2], du[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const uint16_t gbits = static_cast<uint16_t>(h ? g_saved >> 16 : g_saved & 0xFFFFu);
-    const float graw = bf16_to_f32(gbits), uraw = h ? bf16x2_hi(u_saved) : bf16x2_lo(u_saved);
+    const float uraw = h ? bf16x2_hi(u_saved) : bf16x2_lo(u_saved);
     const float u = c.up(uraw), dh = h ? bf16x2_hi(dh2) : bf16x2_lo(dh2);
-    const bool g_cut = c.on && graw > c.limit, u_cut = c.on && (uraw > c.limit || uraw < -c.limit);
+    const bool g_cut = gate_cut(g_saved, h, c), u_cut = c.cuts_up(uraw);
     // NOTE: a cut value becomes +0 after the conversion (the conversion of +0 is +0). silu_grad(g') is needed
-    // only where g was not cut, so g' = g there; silu(g') is silu(L) where it was.
-    const float2 e = __ldg(&t.entries[g_cut ? kSiluTableLimit : gbits]);  // .y is read only where g_cut is false
+    // only where g was not cut, so g' = g there; silu(g') is silu(L) where it was (the entry silu_pair read).
+    const float2 e = h ? e1 : e0;  // .y is read only where g_cut is false
     dg[h] = g_cut ? 0.0f : __fmul_rn(__fmul_rn(dh, u), e.y);
     du[h] = u_cut ? 0.0f : __fmul_rn(dh, e.x);
   }

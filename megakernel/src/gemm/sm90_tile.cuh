@@ -237,11 +237,13 @@ __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s,
 // One k-tile's batch of four steps stays in flight while the next one is issued (the order of the steps on
 // the accumulator is unchanged: wgmma of one warpgroup complete in issue order); a stage is released once
 // the batch that read it has completed.
-// `wait_slot`: a second profile slot for the full waits (the backward's per-GEMM-kind slot), or -1.
-template <class FenceAcc, class MmaStep>
+// `after_batch(kt)`: after k-tile kt's batch is issued and the one before it completed (gemm/tma_store.cuh,
+// DeferredRelease: the previous tile's releases). `wait_slot`: a second profile slot for the full waits (the
+// backward's per-GEMM-kind slot), or -1.
+template <class FenceAcc, class MmaStep, class AfterBatch>
 __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
                                              int task, FenceAcc&& fence_acc, MmaStep&& mma_step,
-                                             int wait_slot = -1) {
+                                             AfterBatch&& after_batch, int wait_slot = -1) {
   using namespace cute;
   const bool leader = (threadIdx.x % 32) == 0;  // each warp releases the stages its wgmma read
   // NOTE: a failed wait does not leave the loop (the launch is aborting and every later wait returns at
@@ -265,6 +267,7 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
     mbar_arrive_if(&s.empty[previous < 0 ? 0 : previous], leader && previous >= 0);
     previous = ps.stage;
     ps.advance();
+    after_batch(kt);
   }
   warpgroup_wait<0>();
   fence_acc();

@@ -88,11 +88,44 @@ __device__ __forceinline__ void tma_store_strip(const StoreOperand<T>& op, const
   copy(op.atom, ts, tg);
 }
 
-// After a tile's store_rounds: its stores are visible to other CTAs' generic and TMA reads once consumer
-// thread 0 (the one that may then release the tile's counter) returns from here.
-__device__ __forceinline__ void epilogue_stores_visible(int ctid) {
-  if (ctid == 0) bulk_wait_all_written();
-}
+// A tile's counter releases, which must follow its stores' writes (other CTAs read the results by TMA), held
+// by consumer thread 0 (the thread that issued the stores) until `flush()`: waiting for the writes right
+// after issuing them stalled warpgroup 0 (its next wgmma need all four warps) for ~1.5k cycles per tile. The
+// kernels flush (moe/persistent.cuh, consume_tile): once the next tile's first k-tiles are issued (their
+// wgmma run during the wait, and the writes are mostly done by then), before the consumers wait for a task's
+// first stage that is not there yet (its producer may be waiting on this very counter), before a side task's
+// waits, and at the end of the walk. So no wait of this CTA's threads can depend on a release it holds.
+#ifndef CALICO_MK_FLUSH_KTILE
+#define CALICO_MK_FLUSH_KTILE 5
+#endif
+struct DeferredRelease {
+  int* counter[2] = {nullptr, nullptr};
+  // Hold this tile's releases (one increment each; b may be null); the previous tile's are made first.
+  __device__ __forceinline__ void defer(int* a, int* b = nullptr) {
+    flush();
+    counter[0] = a, counter[1] = b;
+  }
+  __device__ __forceinline__ bool pending() const { return counter[0] != nullptr; }
+  // Every store this thread issued is written and ordered before the releases (bulk_wait_all_written).
+  __device__ __forceinline__ void flush() {
+    if (!pending()) return;
+    bulk_wait_all_written();
+    signal_add(counter[0], 1);
+    if (counter[1] != nullptr) signal_add(counter[1], 1);
+    counter[0] = counter[1] = nullptr;
+  }
+  // consume_tile's after_batch for consumer thread ctid of a tile of k_tiles k-tiles: flush after k-tile
+  // kFlushKTile (or the tile's last). NOTE: measured on the H200 (2026-12-01, ninth pass): flushing after
+  // k-tile 1 moved the wait into the main loop (the stores of a 128 x 256 gate/up tile, 96 KB, drain at
+  // ~20 B/clk: ~5k cycles, while one k-tile's batch covers ~1k), which grew by as much as the release wait it
+  // removed; a later k-tile finds the writes done.
+  static constexpr int kFlushKTile = CALICO_MK_FLUSH_KTILE;
+  __device__ __forceinline__ auto after_first_batches(int ctid, int k_tiles) {
+    return [this, ctid, k_tiles](int kt) {
+      if (ctid == 0 && kt == (k_tiles - 1 < kFlushKTile ? k_tiles - 1 : kFlushKTile)) flush();
+    };
+  }
+};
 
 // One tile's rounds. fill(r, strip): this thread writes its values of round r into its warpgroup's strip
 // (r is a compile-time index after unrolling: the accumulator fragment stays in registers). issue(r, wg,

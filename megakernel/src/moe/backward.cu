@@ -215,6 +215,11 @@ __device__ __forceinline__ void prefetch_carry_in(const BackwardParams& p, const
 // SwiGLU backward reads them from shared memory (from global memory, 8 dependent round trips per tile made the
 // d_h epilogue longer than its main loop). A block past I is an empty stage. False if a wait failed.
 constexpr int kSavedGuBlocks = kWideN / kBK;
+// A saved-g/u stage's SiLU table window: the B region past the 128-row u tile.
+__device__ __forceinline__ uint8_t* saved_gu_window(GemmSmem& s, int stage) {
+  static_assert(OpK128::kTileBytes + kSiluWindowBytes <= sizeof(s.b[0]), "the window fits behind the u tile");
+  return reinterpret_cast<uint8_t*>(&s.b[stage][0]) + OpK128::kTileBytes;
+}
 __device__ __forceinline__ bool produce_saved_gu(const BackwardParams& p, GemmSmem& s, PipeState& ps,
                                                  const BwdTask& t, int id, int ptid) {
   const int I = t.shared ? p.d.Is : p.d.I;
@@ -226,11 +231,17 @@ __device__ __forceinline__ bool produce_saved_gu(const BackwardParams& p, GemmSm
     if (!mbar_wait(p.sync, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, id, kCounterMbarEmpty, ps.stage))
       return false;
     if (ptid == 0) {
-      mbar_arrive_expect_tx(&s.full[ps.stage], in ? 2 * OpK128::kTileBytes : 0);
+      mbar_arrive_expect_tx(&s.full[ps.stage], (in ? 2 * OpK128::kTileBytes : 0) + kSiluWindowBytes);
       if (in) {
         tma_load(G, &s.full[ps.stage], &s.a[0][0], ps.stage, t.m, kt, 0);
         tma_load(U, &s.full[ps.stage], &s.b[ps.stage][0], 0, t.m, kt, 0);
       }
+      // The SiLU table's window (gemm/epilogue.cuh) behind the u tile, in every block's stage (also past I,
+      // so the epilogue never reads a stale window): two bulk copies, one per sign, from L2.
+      uint8_t* window = saved_gu_window(s, ps.stage);
+      for (uint32_t sign = 0; sign < 2; ++sign)
+        bulk_load(window + sign * (kSiluWindowBytes / 2), p.silu.entries + silu_window_source(sign), kSiluWindowBytes / 2,
+                  &s.full[ps.stage]);
     }
     mbar_arrive(&s.full[ps.stage]);
     ps.advance();
@@ -361,8 +372,8 @@ __device__ __forceinline__ bool produce(const BackwardParams& p, GemmSmem& s, Pi
 // ---- consumers ------------------------------------------------------------------------------------------
 // One 128 x 256 tile: `init(acc, coord)`, the K loop, `epilogue(acc, coord)`.
 template <class Mma, bool AKMajor, bool BKMajor, class Init, class Epilogue>
-__device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, PipeState& ps, int id, int ctid,
-                                          int k_tiles, int main_slot, Init&& init, Epilogue&& epilogue) {
+__device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
+                                          int id, int ctid, int k_tiles, int main_slot, Init&& init, Epilogue&& epilogue) {
   Mma mma;
   auto thr = mma.get_thread_slice(ctid);
   Tensor tA = thr.make_fragment_A(thr.partition_A(smem_tensor<128, AKMajor>(&s.a[0][0])));
@@ -375,7 +386,7 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
   const bool ok = consume_tile(
       p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
       [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); },
-      kProfFullWaitDgradH + (main_slot - kProfMainDgradH));
+      release.after_first_batches(ctid, k_tiles), kProfFullWaitDgradH + (main_slot - kProfMainDgradH));
   if (!ok) return false;
   const long long c1 = profile_lap(p.sync, main_slot, cm, ctid);
   static_assert(kProfMainWgrad - kProfMainDgradH == kProfKtilesWgrad - kProfKtilesDgradH &&
@@ -389,13 +400,14 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
   return true;
 }
 
-__device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
+__device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
+                           const BwdTask& t, int id, int ctid) {
   const int I = t.shared ? p.d.Is : p.d.I;
-  const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
+  const Clamp clamp = Clamp::of(p.d.has_clamp, p.d.clamp_limit);
   const int k_tiles = ceil_div(p.d.H, kBK);
   bool saved_ok = true;  // the waits for the saved g / u stages
   const bool ok = wide_tile<MmaDgrad, true, false>(
-      p, s, ps, id, ctid, k_tiles, kProfMainDgradH, [](auto& acc, auto&) { clear(acc); },
+      p, s, ps, release, id, ctid, k_tiles, kProfMainDgradH, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
         // Rounds 2b and 2b + 1: d_g and d_u of columns [64 b, 64 b + 64), from the saved g and u of stage block
         // b (produce_saved_gu); the d_u words wait in registers for their round.
@@ -418,21 +430,38 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
               // g and u of (m, c) at the offset of a 128-row K-major stage: the strips' swizzle, 128 rows deep.
               const uint8_t* g_stage = reinterpret_cast<const uint8_t*>(&s.a[ps.stage][0]);
               const uint8_t* u_stage = reinterpret_cast<const uint8_t*>(&s.b[ps.stage][0]);
+              const uint32_t window = smem_addr(saved_gu_window(s, ps.stage));
               // Padding rows get exact zeros (the wgrad chains' last step reads them); the shared expert's rows
-              // past T and columns past I are clipped by TMA.
+              // past T and columns past I are clipped by TMA. In batches of kBatch pairs: every table lookup of a
+              // batch is issued before the first is used (they were one dependent round trip each).
+              constexpr int kBatch = 4;  // registers: the kernel is compiled to 168 (8 pairs: 262 instead of 228 spill bytes)
               CUTE_UNROLL
-              for (int q = 0; q < 16; ++q) {
-                const int i = 32 * b + 2 * q;
-                const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
-                const uint32_t off = strip_offset<bf16_t>(m, c);
-                const uint32_t g2 = ld_shared_u32(g_stage + off), u2 = ld_shared_u32(u_stage + off);
-                uint32_t dg = 0, du = 0;
-                if (m < t.rows && j < I) {
-                  const SwigluGrad2 o = swiglu_backward2(acc(i), acc(i + 1), g2, u2, clamp, p.silu);
-                  dg = o.dg, du = o.du;
+              for (int q0 = 0; q0 < 16; q0 += kBatch) {
+                uint32_t g2[kBatch];
+                float2 e[kBatch][2];
+                CUTE_UNROLL
+                for (int q = 0; q < kBatch; ++q) {
+                  const int i = 32 * b + 2 * (q0 + q);
+                  g2[q] = ld_shared_u32(g_stage + strip_offset<bf16_t>(get<0>(coord(i)), get<1>(coord(i)) - 64 * b));
                 }
-                st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), dg);
-                du_words[q] = du;
+                CUTE_UNROLL
+                for (int q = 0; q < kBatch; ++q) {
+                  CUTE_UNROLL
+                  for (int h = 0; h < 2; ++h)
+                    e[q][h] = silu_pair(static_cast<uint16_t>(h ? g2[q] >> 16 : g2[q] & 0xFFFFu), gate_cut(g2[q], h, clamp),
+                                        window, p.silu);
+                }
+                CUTE_UNROLL
+                for (int q = 0; q < kBatch; ++q) {
+                  const int i = 32 * b + 2 * (q0 + q);
+                  const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
+                  const uint32_t off = strip_offset<bf16_t>(m, c);
+                  const SwigluGrad2 o =
+                      swiglu_backward2(acc(i), acc(i + 1), g2[q], ld_shared_u32(u_stage + off), e[q][0], e[q][1], clamp);
+                  const bool real = m < t.rows && j < I;
+                  st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), real ? o.dg : 0u);
+                  du_words[q0 + q] = real ? o.du : 0u;
+                }
               }
               __syncwarp();
               mbar_arrive_if(&s.empty[ps.stage], (threadIdx.x % 32) == 0);  // this warp's reads are done
@@ -444,19 +473,17 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
       });
   if (!ok || !saved_ok) return false;
   const long long lap = clock64();
-  epilogue_stores_visible(ctid);  // d_g, d_u are read by TMA (d_x_k and wgrad tiles)
-  if (ctid == 0 && id != p.skip_signal_task) {
-    signal_add(&p.c_dh[t.shared ? p.d.mtiles_cap + t.m : t.m], 1);
-    signal_add(&p.c_dh_expert[t.shared ? p.d.E : t.e], 1);
-  }
+  if (ctid == 0 && id != p.skip_signal_task)  // d_g, d_u are read by TMA (d_x_k and wgrad tiles)
+    release.defer(&p.c_dh[t.shared ? p.d.mtiles_cap + t.m : t.m], &p.c_dh_expert[t.shared ? p.d.E : t.e]);
   profile_lap(p.sync, kProfSignal, lap, ctid);
   return true;
 }
 
-__device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
+__device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
+                           const BwdTask& t, int id, int ctid) {
   const int k_tiles = 2 * ceil_div(t.shared ? p.d.Is : p.d.I, kBK);
   const bool ok = wide_tile<MmaDgrad, true, false>(
-      p, s, ps, id, ctid, k_tiles, kProfMainDgradX, [](auto& acc, auto&) { clear(acc); },
+      p, s, ps, release, id, ctid, k_tiles, kProfMainDgradX, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
         // Round r: columns [64 r, 64 r + 64). Padding rows hold +0 (their d_g, d_u rows are zeros); the combine
         // never reads them.
@@ -464,8 +491,7 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
       });
   if (!ok) return false;
   const long long lap = clock64();
-  epilogue_stores_visible(ctid);  // the combine reads d_x_k
-  if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_dx_total, 1);
+  if (ctid == 0 && id != p.skip_signal_task) release.defer(p.c_dx_total);  // the combine reads d_x_k
   profile_lap(p.sync, kProfSignal, lap, ctid);
   return true;
 }
@@ -474,7 +500,8 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
 // +0 (clear). A compile-time choice (one kernel per mode): a runtime branch between clear(acc) and the loads
 // made ptxas serialise every wgmma (C7515), and reading a row of zeros instead cost ~1,200 cycles per tile.
 template <bool kCarryIn>
-__device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& ps, const BwdTask& t, int id, int ctid) {
+__device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
+                              const BwdTask& t, int id, int ctid) {
   const WgradTarget w = wgrad_target(p, t);
   // NOTE: addresses as two row pointers plus compile-time offsets (the fragment's structure, checked below):
   // per-element 64-bit addresses, shared by the carry-in read and the write-back, stayed live across the
@@ -495,7 +522,7 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
     }
   };
   const bool ok = wide_tile<MmaWgrad, false, false>(
-      p, s, ps, id, ctid, ceil_div(chain_steps(t), kBK / 16), kProfMainWgrad,
+      p, s, ps, release, id, ctid, ceil_div(chain_steps(t), kBK / 16), kProfMainWgrad,
       [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator, or +0 (MoeOptions::accumulate_weight_grads)
         if constexpr (!kCarryIn) {
           clear(acc);
@@ -535,7 +562,8 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
 // no dependency (d_out and the forward's y). Combine: its empty stage, then after every d_x_k tile (the
 // counter is complete long before most).
 __device__ bool consume_side(const BackwardParams& p, const BwdPlan& plan, GemmSmem& s, PipeState& ps,
-                             const BwdTask& t, int id, int ctid) {
+                             DeferredRelease& release, const BwdTask& t, int id, int ctid) {
+  if (ctid == 0) release.flush();  // before the side task's waits (a combine task waits for every d_x_k tile)
   const long long c0 = clock64();
   if (t.kind == kRouter) {
     const bool ok = router_chains(p.sync, router_task(p, t), s, ps, p.d_router_weights, id, ctid);
@@ -582,14 +610,14 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   run_persistent(
       p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&](bool) { backward_comm(p, plan, s); },
       [&](PipeState& ps, const BwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
-      [&](PipeState& ps, const BwdTask& t, int id, int ctid) {
+      [&](PipeState& ps, DeferredRelease& release, const BwdTask& t, int id, int ctid) {
         bool ok;
         switch (t.kind) {
-          case kDh: ok = consume_dh(p, s, ps, t, id, ctid); break;
-          case kDx: ok = consume_dx(p, s, ps, t, id, ctid); break;
+          case kDh: ok = consume_dh(p, s, ps, release, t, id, ctid); break;
+          case kDx: ok = consume_dx(p, s, ps, release, t, id, ctid); break;
           case kRouter:
-          case kCombine: ok = consume_side(p, plan, s, ps, t, id, ctid); break;
-          default: ok = consume_wgrad<kCarryIn>(p, s, ps, t, id, ctid); break;
+          case kCombine: ok = consume_side(p, plan, s, ps, release, t, id, ctid); break;
+          default: ok = consume_wgrad<kCarryIn>(p, s, ps, release, t, id, ctid); break;
         }
         return ok;
       },

@@ -146,8 +146,8 @@ __device__ bool produce(const ForwardParams& p, GemmSmem& s, PipeState& ps, cons
 // One 128 x 256 tile of the forward (both operands K-major): the K loop over k_tiles k-tiles, then
 // epilogue(acc, coord) with coord the (row, column) of each accumulator element. False if a wait failed.
 template <class Epilogue>
-__device__ __forceinline__ bool wide_tile(const ForwardParams& p, GemmSmem& s, PipeState& ps, int id, int ctid,
-                                          int k_tiles, Epilogue&& epilogue) {
+__device__ __forceinline__ bool wide_tile(const ForwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
+                                          int id, int ctid, int k_tiles, Epilogue&& epilogue) {
   MmaDown mma;
   auto thr = mma.get_thread_slice(ctid);
   Tensor tA = thr.make_fragment_A(thr.partition_A(smem_tensor<128, true>(&s.a[0][0])));
@@ -156,17 +156,19 @@ __device__ __forceinline__ bool wide_tile(const ForwardParams& p, GemmSmem& s, P
   clear(acc);
   const bool ok = consume_tile(
       p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
-      [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); });
+      [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); },
+      release.after_first_batches(ctid, k_tiles));
   if (!ok) return false;
   epilogue(acc, thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{})));
   return true;
 }
 
-__device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& ps, const FwdTask& t, int id, int ctid) {
-  return wide_tile(p, s, ps, id, ctid, ceil_div(p.d.H, kBK), [&](auto& acc, const auto& coord) {
+__device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
+                               const FwdTask& t, int id, int ctid) {
+  return wide_tile(p, s, ps, release, id, ctid, ceil_div(p.d.H, kBK), [&](auto& acc, const auto& coord) {
     long long lap = clock64();
     const bool sh = is_shared(t);
-    const Clamp clamp{p.d.has_clamp, p.d.clamp_limit};
+    const Clamp clamp = Clamp::of(p.d.has_clamp, p.d.clamp_limit);
     const StoreBf16* out[3] = {sh ? &p.st_gs : &p.st_g, sh ? &p.st_us : &p.st_u, sh ? &p.st_hs : &p.st_h};
     // NOTE: in the m64n256 accumulator fragment, element i + size/2 is column n + 128 of element i (the column
     // block index is the slowest mode), so each thread holds the gate and the up value of the same (m, j).
@@ -177,15 +179,30 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
         p.sync, s, ctid,
         [&](int r, uint8_t* strip) {
           const int b = r / 3, k = r % 3;
+          // In batches of kBatch pairs: the h round's SiLU lookups of a batch are all issued before the first
+          // is used (between the strip's shared stores, which order memory, they were one round trip each).
+          constexpr int kBatch = 8;
           CUTE_UNROLL
-          for (int i = 32 * b; i < 32 * b + 32; i += 2) {
-            if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
-            const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b;
-            uint32_t w;
-            if (k == 0) w = bf16x2_from_f32(acc(i), acc(i + 1));
-            else if (k == 1) w = bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf));
-            else w = swiglu_forward2(acc(i), acc(i + 1), acc(i + kHalf), acc(i + 1 + kHalf), clamp, p.silu).h;
-            st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), m < t.rows ? w : 0u);
+          for (int q0 = 0; q0 < 16; q0 += kBatch) {
+            float2 silu_g[kBatch];
+            if (k == 2) {
+              CUTE_UNROLL
+              for (int q = 0; q < kBatch; ++q) {
+                const int i = 32 * b + 2 * (q0 + q);
+                silu_g[q] = silu_of_gate2(bf16x2_from_f32(acc(i), acc(i + 1)), clamp, p.silu);
+              }
+            }
+            CUTE_UNROLL
+            for (int q = 0; q < kBatch; ++q) {
+              const int i = 32 * b + 2 * (q0 + q);
+              if (get<1>(coord(i + kHalf)) != get<1>(coord(i)) + kGateUpN) __trap();  // the layout assumption above
+              const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b;
+              uint32_t w;
+              if (k == 0) w = bf16x2_from_f32(acc(i), acc(i + 1));
+              else if (k == 1) w = bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf));
+              else w = swiglu_h2(silu_g[q], bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf)), clamp);
+              st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), m < t.rows ? w : 0u);
+            }
           }
         },
         [&](int r, int wg, const uint8_t* strip) {
@@ -193,22 +210,21 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
         });
     profile_lap(p.sync, kProfEpiGateUp, lap, ctid);
     lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
-    epilogue_stores_visible(ctid);  // h is read by TMA in the down tiles
-    if (ctid == 0 && id != p.skip_signal_task) signal_add(gateup_counter(p, t), 1);
+    if (ctid == 0 && id != p.skip_signal_task) release.defer(gateup_counter(p, t));  // the down tiles read h by TMA
     profile_lap(p.sync, kProfSignal, lap, ctid);
   });
 }
 
-__device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps, const FwdTask& t, int id, int ctid) {
+__device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
+                             const FwdTask& t, int id, int ctid) {
   const bool sh = is_shared(t);
-  return wide_tile(p, s, ps, id, ctid, ceil_div(sh ? p.d.Is : p.d.I, kBK), [&](auto& acc, const auto& coord) {
+  return wide_tile(p, s, ps, release, id, ctid, ceil_div(sh ? p.d.Is : p.d.I, kBK), [&](auto& acc, const auto& coord) {
     long long lap = clock64();
     // Round r: columns [64 r, 64 r + 64). Routed padding rows hold +0 (their h rows are zeros); the combine
     // never reads them.
     store_tile_bf16(p.sync, s, ctid, acc, coord, sh ? p.st_ys : p.st_y, t.m, t.n);
     lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
-    epilogue_stores_visible(ctid);  // the combine reads y
-    if (ctid == 0 && id != p.skip_signal_task) signal_add(p.c_down_total, 1);
+    if (ctid == 0 && id != p.skip_signal_task) release.defer(p.c_down_total);  // the combine reads y
     profile_lap(p.sync, kProfSignal, lap, ctid);
   });
 }
@@ -257,9 +273,9 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   run_persistent(
       p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&](bool with_tail) { forward_comm(p, plan, s, with_tail); },
       [&](PipeState& ps, const FwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
-      [&](PipeState& ps, const FwdTask& t, int id, int ctid) {
-        return (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) ? consume_gateup(p, s, ps, t, id, ctid)
-                                                                    : consume_down(p, s, ps, t, id, ctid);
+      [&](PipeState& ps, DeferredRelease& release, const FwdTask& t, int id, int ctid) {
+        return (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) ? consume_gateup(p, s, ps, release, t, id, ctid)
+                                                                    : consume_down(p, s, ps, release, t, id, ctid);
       },
       [&](int ctid) { forward_tail(p, plan, ctid, kConsumerThreads, s.task_slot, [] { consumer_barrier(); }); });
 #else

@@ -84,7 +84,7 @@ __device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, 
   publish_empty_stage(sc, s, ps, ptid, kNoTask, [&] { s.ring[j % kTaskRing][0] = kNoTask; });
 }
 
-// comm(with_tail): the data-movement CTA's dispatch, then the tail queue if with_tail; produce(ps, task, id) -> bool (every thread of the producer warpgroup); consume(ps, task, id, ctid) -> bool;
+// comm(with_tail): the data-movement CTA's dispatch, then the tail queue if with_tail; produce(ps, task, id) -> bool (every thread of the producer warpgroup); consume(ps, release, task, id, ctid) -> bool (release: gemm/tma_store.cuh's DeferredRelease);
 // tail(ctid): the consumers' share of the tail queue. ticket: the pass's task counter (zeroed before the
 // launch); dynamic: take tasks from the ticket (else the static walk).
 // plan.has_stages(task): false for a task with nothing to do (a weight gradient of an expert without rows: its
@@ -140,7 +140,12 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
   cutlass::arch::warpgroup_reg_alloc<224>();
   const int ctid = threadIdx.x - 128;
   PipeState ps;
+  DeferredRelease release;  // consumer thread 0's (gemm/tma_store.cuh)
   for (int j = 0;; ++j) {
+    // The next task's first stage: if it is not there yet, its producer may be waiting on the release thread 0
+    // holds (the previous tile's counter), so that one goes first. (A stage that is there already belongs to a
+    // task past its counter waits; the release follows after its first k-tiles.)
+    if (ctid == 0 && release.pending() && !mbar_try_wait(&s.full[ps.stage], ps.phase)) release.flush();
     int id = ci + j * nc;
     decltype(plan.decode(0)) task;
     if (dynamic) {  // task j's first stage is the next one (its full wait repeats at once in consume())
@@ -154,13 +159,16 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
       task = plan.decode(id);
     }
     const long long c0 = clock64();
-    if (!consume(ps, task, id, ctid)) {
+    if (!consume(ps, release, task, id, ctid)) {
       if (ctid == 0) bulk_wait_all_written();  // the epilogue strips stay in use until their stores are done
       return;
     }
     if (ctid == 0) profile_add(sync, kProfTasks, clock64() - c0);
   }
-  if (ctid == 0) bulk_wait_all_written();  // the weight-gradient tiles' stores (the others waited to signal)
+  if (ctid == 0) {  // the last tile's release, and the weight-gradient tiles' stores
+    release.flush();
+    bulk_wait_all_written();
+  }
   const long long c1 = clock64();
   tail(ctid);
   if (ctid == 0) profile_add(sync, kProfTail, clock64() - c1);
