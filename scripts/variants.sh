@@ -12,11 +12,20 @@
 #     BENCH_ARGS must be flags every variant's `calico bench` knows. Returned files: variants.jsonl plus
 #     OUT/variant-logs.tgz (NAME/bench.jsonl and NAME/bench.txt of every variant: the device returns only a
 #     few files, so any number of variants comes back as two).
+#   check (after build): digests of every variant's megakernel against the reference (the `base` variant's, or
+#     the first's, `calico run --backend reference`) on CHECK_SPECS ("PRESET T ROUTING CLAMP;...", default
+#     qwen3-30b-a3b 2048 zipf:1.2 1.0) and CHECK_CONFIGS ("DISPATCH COMM_SMS MINIBATCH;...", default push 16 0;
+#     pull 16 64): OUT/check.txt, one line per variant and spec, exit 1 on any difference. A quick screen
+#     before the benchmark, not the gate (scripts/gpu.sh runs that on the chosen commit). Each megakernel run
+#     at qwen3 T=2048 takes a few seconds; at deepseek-v3's full size (256 experts) about a minute (its
+#     weights are built on the host): 4 variants x 3 configs of it did not fit a 10-minute call.
+# NOTE: every device call must carry .variants again (the device keeps no ignored files of the tree between
+# calls, builds included).
 # NOTE: the variants share one GPU and one call, so their rows are comparable; rows of different calls are
 # not (the deepseek-v3 forward alone varied by 15% between calls on 2026-12-01).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-usage() { echo "usage: $0 prepare NAME=REF [NAME=REF ...] | build [OUT] | bench [OUT]" >&2; exit 2; }
+usage() { echo "usage: $0 prepare NAME=REF [NAME=REF ...] | build [OUT] | check [OUT] | bench [OUT]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 case "$1" in
   prepare)
@@ -35,6 +44,34 @@ case "$1" in
       echo "$name = $(git log -1 --format='%h %s' "$ref" | cut -c1-100)" | tee ".variants/$name/VARIANT"
     done
     echo "carry: [\".whl\", \".variants\"] ($(du -sh .variants | cut -f1))"
+    ;;
+  check)
+    OUT="$(mkdir -p "${2:-variants-out}" && realpath "${2:-variants-out}")"
+    digests() { grep -E '^(out|d_x|d_router_weights|d_w_gate|d_w_up|d_w_down|d_ws_gate|d_ws_up|d_ws_down) ' | awk '{print $1, $4}'; }
+    ref_bin=".variants/base/build-gpu/cli/calico"
+    [ -x "$ref_bin" ] || ref_bin="$(ls .variants/*/build-gpu/cli/calico | head -1)"
+    [ -x "$ref_bin" ] || { echo "no built variant: run '$0 build' first" >&2; exit 2; }
+    status=0; tmp="$(mktemp -d)"; : > "$OUT/check.txt"
+    IFS=';' read -r -a specs <<< "${CHECK_SPECS:-qwen3-30b-a3b 2048 zipf:1.2 1.0}"
+    IFS=';' read -r -a configs <<< "${CHECK_CONFIGS:-push 16 0;pull 16 64}"
+    for spec in "${specs[@]}"; do
+      read -r preset tokens routing clamp <<< "$spec"
+      args=(--preset "$preset" --tokens "$tokens" --routing "$routing" --seed 5)
+      [ "$clamp" != 0 ] && args+=(--clamp "$clamp")
+      "$ref_bin" run "${args[@]}" --threads "$(nproc)" | digests > "$tmp/ref.txt"
+      for dir in .variants/*/; do
+        name="$(basename "$dir")"; [ -x "$dir/build-gpu/cli/calico" ] || continue
+        for cfg in "${configs[@]}"; do
+          read -r dispatch comm minibatch <<< "$cfg"
+          "$dir/build-gpu/cli/calico" run "${args[@]}" --backend megakernel --dispatch "$dispatch" --comm-sms "$comm" \
+            --minibatch "$minibatch" 2> "$tmp/err.txt" | digests > "$tmp/mk.txt"
+          same=$(comm -12 <(sort "$tmp/ref.txt") <(sort "$tmp/mk.txt") | wc -l)
+          if cmp -s "$tmp/ref.txt" "$tmp/mk.txt"; then r=IDENTICAL; else r="DIFFERENT ($(head -c 300 "$tmp/err.txt"))"; status=1; fi
+          echo "$name $spec | $cfg: $r, $same of $(wc -l < "$tmp/ref.txt") tensors" | tee -a "$OUT/check.txt"
+        done
+      done
+    done
+    rm -rf "$tmp"; exit $status
     ;;
   build|bench)
     OUT="$(mkdir -p "${2:-variants-out}" && realpath "${2:-variants-out}")"
