@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Lower bounds on the megakernel's time for a preset: the tensor-core floor (FLOPs at a dense rate) and the
+HBM floor (the bytes its data flow must move, each tensor crossing HBM once, at a bandwidth), per GEMM phase
+and per pass. No GPU needed.
+
+Why: a pass can be no faster than max(compute, HBM) with perfect overlap and no faster than their sum
+without any; where a measured time sits between the two says how much of the traffic hides behind the
+tensor cores (reports/megakernel-2026-12-01.md, "Floors").
+
+The data flow is the megakernel's (megakernel/MEGAKERNEL.md): N = T * K routed rows (padding to 128-row
+tiles not counted: a floor), bf16 activations and weights, fp32 weight gradients.
+  forward : x -> xp (expert-major copy, written in both dispatch modes: the backward reads it; push also reads
+            it back for the gate/up GEMM, pull gathers from x) -> g, u, h (saved for the backward) -> y -> out
+  backward: d_out -> d_y (expert-major, scaled) -> d_h GEMM + SwiGLU backward (reads saved g, u; writes
+            d_g, d_u) -> d_x_k -> d_x; router gradient <d_out, y_k>; dW_down = d_y^T h, dW_gate/up = d_g/u^T xp
+            (fp32 written; read as well when accumulated).
+Usage: scripts/floors.py --preset qwen3-30b-a3b --tokens 16384 [--weight-grads overwrite] [--dispatch pull]
+       [--tflops 800] [--hbm-tbs 4.0] [--json FILE]
+"""
+import argparse
+import json
+import os
+import sys
+
+BF16, F32 = 2, 4
+
+
+def load_preset(name, data_dir):
+    path = os.path.join(data_dir, "presets", name + ".json")
+    if not os.path.isfile(path):
+        known = sorted(f[:-5] for f in os.listdir(os.path.join(data_dir, "presets")) if f.endswith(".json"))
+        raise SystemExit(f"floors.py: error: unknown preset '{name}' (no file {path}); known presets: {', '.join(known)}")
+    return json.load(open(path))
+
+
+def phases(p, T, weight_grads="accumulate", dispatch="push"):
+    """[(pass, phase, flops, bytes)] of one layer: the shared expert's work folded into the same phases."""
+    H, I, E, K, Is = p["hidden"], p["intermediate"], p["experts"], p["top_k"], p.get("shared_intermediate", 0)
+    N = T * K
+    acc = weight_grads == "accumulate"
+    rows = [
+        # forward
+        ("forward", "dispatch", 0,
+         T * H * BF16 + N * H * BF16),                                    # x read, xp written
+        ("forward", "gate/up + SwiGLU", 4 * N * H * I + 4 * T * H * Is,
+         (N * H * BF16 if dispatch == "push" else 0)                      # xp read (pull: gathered from x, in L2)
+         + 2 * E * I * H * BF16 + 2 * Is * H * BF16                       # W_gate, W_up
+         + 3 * N * I * BF16 + 3 * T * Is * BF16),                         # g, u, h written
+        ("forward", "down", 2 * N * I * H + 2 * T * Is * H,
+         N * I * BF16 + T * Is * BF16 + E * H * I * BF16 + Is * H * BF16  # h, W_down read
+         + N * H * BF16 + (T * H * BF16 if Is else 0)),                   # y (and y_s) written
+        ("forward", "combine", 0,
+         N * H * BF16 + (T * H * BF16 if Is else 0) + T * H * BF16 + T * K * F32),  # y read, out written
+        # backward
+        ("backward", "d_y dispatch + router gradient", 0,  # the router dot products: not tensor-core work
+         T * H * BF16 + N * H * BF16 + N * H * BF16 + T * K * F32),       # d_out read, d_y written, y read
+        ("backward", "d_h + SwiGLU backward", 2 * N * H * I + 2 * T * H * Is,
+         N * H * BF16 + (T * H * BF16 if Is else 0) + E * H * I * BF16 + Is * H * BF16  # d_y, W_down
+         + 2 * N * I * BF16 + 2 * T * Is * BF16                           # saved g, u read
+         + 2 * N * I * BF16 + 2 * T * Is * BF16),                         # d_g, d_u written
+        ("backward", "d_x_k", 4 * N * I * H + 4 * T * Is * H,
+         2 * N * I * BF16 + 2 * T * Is * BF16 + 2 * E * I * H * BF16 + 2 * Is * H * BF16  # d_g, d_u, W_gate/up
+         + N * H * BF16 + (T * H * BF16 if Is else 0)),                   # d_x_k (and d_x_s) written
+        ("backward", "d_x combine", 0,
+         N * H * BF16 + (T * H * BF16 if Is else 0) + T * H * BF16),
+        ("backward", "weight gradients", 6 * N * I * H + 6 * T * Is * H,
+         N * H * BF16 + N * I * BF16                                      # d_y, h (dW_down)
+         + 2 * N * I * BF16 + N * H * BF16                                # d_g, d_u, xp (dW_gate, dW_up)
+         + (T * H * BF16 + 3 * T * Is * BF16 if Is else 0)
+         + (2 if acc else 1) * 3 * (E * I * H + Is * H) * F32),           # dW written (and read)
+    ]
+    return rows
+
+
+def summarize(rows, tflops, hbm_tbs):
+    def floor_ms(flops, nbytes):
+        return flops / (tflops * 1e12) * 1e3, nbytes / (hbm_tbs * 1e12) * 1e3
+    out = {"phases": [], "passes": {}}
+    for pss, name, flops, nbytes in rows:
+        c, m = floor_ms(flops, nbytes)
+        out["phases"].append({"pass": pss, "phase": name, "flops": flops, "bytes": nbytes,
+                              "compute_ms": c, "hbm_ms": m})
+    for pss in ("forward", "backward"):
+        f = sum(r[2] for r in rows if r[0] == pss)
+        b = sum(r[3] for r in rows if r[0] == pss)
+        c, m = floor_ms(f, b)
+        # Per phase the floor is its max; a pass is no faster than the sum of its phases' maxima only if the
+        # phases cannot overlap, so the pass floor is max(compute, HBM) of its totals (perfect overlap).
+        out["passes"][pss] = {"flops": f, "bytes": b, "compute_ms": c, "hbm_ms": m,
+                              "floor_ms": max(c, m), "no_overlap_ms": c + m}
+    fw, bw = out["passes"]["forward"], out["passes"]["backward"]
+    out["passes"]["forward+backward"] = {
+        "flops": fw["flops"] + bw["flops"], "bytes": fw["bytes"] + bw["bytes"],
+        "compute_ms": fw["compute_ms"] + bw["compute_ms"], "hbm_ms": fw["hbm_ms"] + bw["hbm_ms"],
+        "floor_ms": fw["floor_ms"] + bw["floor_ms"], "no_overlap_ms": fw["no_overlap_ms"] + bw["no_overlap_ms"]}
+    return out
+
+
+def main(argv=None):
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", required=True, help="a preset of data/presets (e.g. qwen3-30b-a3b)")
+    ap.add_argument("--tokens", type=int, required=True, help="tokens T, >= 1")
+    ap.add_argument("--weight-grads", choices=["accumulate", "overwrite"], default="accumulate",
+                    help="accumulate: dW += ... (read and written); overwrite: dW = ... (written)")
+    ap.add_argument("--dispatch", choices=["push", "pull"], default="push", help="the forward's dispatch")
+    ap.add_argument("--tflops", type=float, default=800.0, help="dense bf16 rate, TFLOP/s (> 0; default 800)")
+    ap.add_argument("--hbm-tbs", type=float, default=4.0, help="HBM bandwidth, TB/s (> 0; default 4.0)")
+    ap.add_argument("--data-dir", default=os.environ.get("CALICO_DATA_DIR", os.path.join(here, "..", "data")))
+    ap.add_argument("--json", help="also write the numbers to this file")
+    a = ap.parse_args(argv)
+    if a.tokens < 1:
+        ap.error(f"--tokens must be >= 1, got {a.tokens}")
+    if not a.tflops > 0 or not a.hbm_tbs > 0:
+        ap.error(f"--tflops and --hbm-tbs must be > 0, got {a.tflops} and {a.hbm_tbs}")
+    p = load_preset(a.preset, a.data_dir)
+    s = summarize(phases(p, a.tokens, a.weight_grads, a.dispatch), a.tflops, a.hbm_tbs)
+    s.update(preset=a.preset, tokens=a.tokens, weight_grads=a.weight_grads, dispatch=a.dispatch,
+             tflops=a.tflops, hbm_tbs=a.hbm_tbs)
+    print(f"{a.preset} T={a.tokens} ({a.dispatch} dispatch, dW {a.weight_grads}; {a.tflops:g} TFLOP/s, {a.hbm_tbs:g} TB/s)")
+    print(f"{'pass':9} {'phase':32} {'GFLOP':>9} {'GB':>8} {'compute ms':>11} {'HBM ms':>8}")
+    for r in s["phases"]:
+        print(f"{r['pass']:9} {r['phase']:32} {r['flops'] / 1e9:9.1f} {r['bytes'] / 1e9:8.2f} {r['compute_ms']:11.3f} {r['hbm_ms']:8.3f}")
+    for name, r in s["passes"].items():
+        print(f"{name:17}: compute {r['compute_ms']:.2f} ms, HBM {r['hbm_ms']:.2f} ms ({r['bytes'] / 1e9:.2f} GB): "
+              f"floor {r['floor_ms']:.2f} ms with perfect overlap, {r['no_overlap_ms']:.2f} ms with none")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(s, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

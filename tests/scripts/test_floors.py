@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""scripts/floors.py against facts derived without its byte table: the FLOPs are the issue's count
+(6 T K H I forward plus the shared expert, twice that backward); the bytes are affine in T with the weights
+(and the fp32 weight gradients) as the constant term; accumulating adds exactly one read of dW; push adds
+exactly one read of the expert-major x copy. Each property check also runs on a deliberately broken table
+(the negative control: the check must fail there). Plus the CLI's bad-input errors. Exit 1 on any failure."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "scripts", "floors.py")
+spec = importlib.util.spec_from_file_location("floors", SCRIPT)
+floors = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(floors)
+failures = []
+
+
+def check(what, ok):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def totals(phases_fn, p, T, **kw):
+    rows = phases_fn(p, T, **kw)
+    f = {s: sum(r[2] for r in rows if r[0] == s) for s in ("forward", "backward")}
+    b = {s: sum(r[3] for r in rows if r[0] == s) for s in ("forward", "backward")}
+    return f, b
+
+
+def flops_problem(phases_fn, p, T):
+    H, I, K, Is = p["hidden"], p["intermediate"], p["top_k"], p.get("shared_intermediate", 0)
+    f, _ = totals(phases_fn, p, T)
+    want = 6 * T * K * H * I + 6 * T * H * Is
+    if f["forward"] != want:
+        return f"forward FLOPs {f['forward']} != {want}"
+    if f["backward"] != 2 * want:
+        return f"backward FLOPs {f['backward']} != {2 * want}"
+    return ""
+
+
+def weight_bytes(p):
+    H, I, E, Is = p["hidden"], p["intermediate"], p["experts"], p.get("shared_intermediate", 0)
+    return 3 * (E * I * H + Is * H)  # elements of W_gate, W_up, W_down (routed + shared)
+
+
+def affine_problem(phases_fn, p, weight_grads):
+    """bytes(T) = weights + T * c: the constant term is the weights read (bf16) once per pass, plus the fp32
+    weight gradients written (and read when accumulated) in the backward."""
+    _, b1 = totals(phases_fn, p, 1, weight_grads=weight_grads)
+    _, b2 = totals(phases_fn, p, 2, weight_grads=weight_grads)
+    _, b5 = totals(phases_fn, p, 5, weight_grads=weight_grads)
+    w = weight_bytes(p)
+    dw = w * 4 * (2 if weight_grads == "accumulate" else 1)
+    for s, const in (("forward", w * 2), ("backward", w * 2 + dw)):
+        slope = b2[s] - b1[s]
+        if b5[s] - b1[s] != 4 * slope:
+            return f"{s}: bytes not affine in T"
+        if b1[s] - slope != const:
+            return f"{s}: constant term {b1[s] - slope} != {const} (weights and weight gradients)"
+    return ""
+
+
+def mode_problem(phases_fn, p, T):
+    H, K = p["hidden"], p["top_k"]
+    _, acc = totals(phases_fn, p, T, weight_grads="accumulate")
+    _, ow = totals(phases_fn, p, T, weight_grads="overwrite")
+    if acc["backward"] - ow["backward"] != weight_bytes(p) * 4 or acc["forward"] != ow["forward"]:
+        return "accumulate - overwrite is not one read of dW"
+    _, push = totals(phases_fn, p, T, dispatch="push")
+    _, pull = totals(phases_fn, p, T, dispatch="pull")
+    if push["forward"] - pull["forward"] != T * K * H * 2 or push["backward"] != pull["backward"]:
+        return "push - pull is not one read of the expert-major x copy"
+    return ""
+
+
+def broken_flops(p, T, **kw):  # the down GEMM counted once instead of twice (a 2 N I H row as N I H)
+    return [r if r[1] != "down" else (r[0], r[1], r[2] // 2, r[3]) for r in floors.phases(p, T, **kw)]
+
+
+def broken_weights(p, T, **kw):  # W_down not read by the d_h GEMM
+    H, I, E, Is = p["hidden"], p["intermediate"], p["experts"], p.get("shared_intermediate", 0)
+    return [r if r[1] != "d_h + SwiGLU backward" else (r[0], r[1], r[2], r[3] - (E + 0) * H * I * 2 - Is * H * 2)
+            for r in floors.phases(p, T, **kw)]
+
+
+def broken_modes(p, T, **kw):  # accumulate forgets the read of dW
+    kw = dict(kw)
+    kw["weight_grads"] = "overwrite"
+    return floors.phases(p, T, **kw)
+
+
+presets = {n: json.load(open(os.path.join(ROOT, "data", "presets", n + ".json")))
+           for n in ("tiny", "qwen3-30b-a3b", "deepseek-v3", "deepseek-v3-routed")}
+for name, p in presets.items():
+    for T in (1, 7, 2048):
+        check(f"{name} T={T}: FLOPs are the issue's count", flops_problem(floors.phases, p, T) == "")
+    for wg in ("accumulate", "overwrite"):
+        check(f"{name} dW {wg}: bytes affine in T, weights the constant", affine_problem(floors.phases, p, wg) == "")
+    check(f"{name}: accumulate and push add exactly their reads", mode_problem(floors.phases, p, 33) == "")
+    # Negative controls: each check sees its broken table.
+    check(f"{name}: the FLOPs check sees a halved down GEMM", flops_problem(broken_flops, p, 7) != "")
+    check(f"{name}: the affine check sees W_down missing", affine_problem(broken_weights, p, "overwrite") != "")
+    check(f"{name}: the mode check sees a forgotten dW read", mode_problem(broken_modes, p, 33) != "")
+
+# The numbers the report quotes: deepseek-v3's fp32 weight gradients are 45.1 GB; the compute floors at 800
+# TFLOP/s are 6 T K H I / rate.
+s = floors.summarize(floors.phases(presets["deepseek-v3-routed"], 8192, "overwrite"), 800.0, 4.0)
+wg_row = [r for r in s["phases"] if r["phase"] == "weight gradients"][0]
+dw = weight_bytes(presets["deepseek-v3-routed"]) * 4
+check("deepseek-v3 dW is 45.1 GB", round(dw / 1e9, 1) == 45.1)
+check("the weight-gradient phase writes dW at least", wg_row["bytes"] > dw)
+qs = floors.summarize(floors.phases(presets["qwen3-30b-a3b"], 16384), 800.0, 4.0)
+want_ms = 6 * 16384 * 8 * 2048 * 768 / 800e12 * 1e3
+check("qwen3 forward compute floor is 6 T K H I at 800 TFLOP/s",
+      abs(qs["passes"]["forward"]["compute_ms"] - want_ms) < 1e-9)
+check("a pass's floor is max(compute, HBM) and never above the no-overlap sum",
+      all(r["floor_ms"] == max(r["compute_ms"], r["hbm_ms"]) <= r["no_overlap_ms"]
+          for k, r in qs["passes"].items() if k != "forward+backward"))
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+
+
+with tempfile.TemporaryDirectory() as d:
+    out = os.path.join(d, "f.json")
+    r = run("--preset", "tiny", "--tokens", "64", "--json", out)
+    check("CLI: runs and writes JSON", r.returncode == 0 and json.load(open(out))["tokens"] == 64)
+    check("CLI: the table names the phases", "weight gradients" in r.stdout and "floor" in r.stdout)
+r = run("--preset", "no-such-model", "--tokens", "8")
+check("CLI: an unknown preset is named with the known ones",
+      r.returncode != 0 and "no-such-model" in r.stderr and "qwen3-30b-a3b" in r.stderr)
+r = run("--preset", "tiny", "--tokens", "0")
+check("CLI: --tokens 0 is refused with the allowed range", r.returncode == 2 and "--tokens must be >= 1" in r.stderr)
+r = run("--preset", "tiny", "--tokens", "8", "--hbm-tbs", "0")
+check("CLI: a zero bandwidth is refused", r.returncode == 2 and "must be > 0" in r.stderr)
+r = run("--preset", "tiny", "--tokens", "8", "--weight-grads", "sometimes")
+check("CLI: a bad --weight-grads lists the choices", r.returncode == 2 and "accumulate" in r.stderr)
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
