@@ -16,6 +16,9 @@ tiles not counted: a floor), bf16 activations and weights, fp32 weight gradients
             (fp32 written; read as well when accumulated).
 Usage: scripts/floors.py --preset qwen3-30b-a3b --tokens 16384 [--weight-grads overwrite] [--dispatch pull]
        [--tflops 800] [--hbm-tbs 4.0] [--json FILE]
+       scripts/floors.py --bench bench.jsonl [--tflops 800] [--hbm-tbs 4.0]
+         (every megakernel row of a scripts/bench_megakernel.sh file against its floors: measured, the floor
+         with perfect overlap, the sum with none, and the share of the smaller floor the kernel hid)
 """
 import argparse
 import json
@@ -96,11 +99,48 @@ def summarize(rows, tflops, hbm_tbs):
     return out
 
 
+def hidden_share(measured_ms, r):
+    """The share of the smaller of the compute and HBM floors that a measured time hid under the other one:
+    1 at the perfect-overlap floor, 0 at the no-overlap sum, negative above the sum."""
+    return (r["no_overlap_ms"] - measured_ms) / min(r["compute_ms"], r["hbm_ms"])
+
+
+def bench_table(path, data_dir, tflops, hbm_tbs):
+    rows = []
+    for n, line in enumerate(open(path), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"floors.py: error: {path} line {n}: not JSON ({e})")
+        if row.get("backend") == "megakernel":
+            rows.append(row)
+    if not rows:
+        raise SystemExit(f"floors.py: error: {path}: no megakernel rows")
+    print(f"{tflops:g} TFLOP/s, {hbm_tbs:g} TB/s; hidden: the share of the smaller floor under the other (1 = perfect overlap, 0 = none)")
+    print(f"{'preset':20} {'T':>6} {'dW':10} {'pass':17} {'measured':>9} {'floor':>7} {'no overlap':>10} {'hidden':>7}")
+    out = []
+    for row in rows:
+        p = load_preset(row["preset"], data_dir)
+        wg, disp = row.get("weight_grads", "accumulate"), row.get("dispatch", "push")
+        s = summarize(phases(p, int(row["tokens"]), wg, disp), tflops, hbm_tbs)["passes"]
+        for name, key in (("forward", "forward_ms"), ("forward+backward", "forward_backward_ms")):
+            r, m = s[name], float(row[key])
+            h = hidden_share(m, r)
+            out.append({"preset": row["preset"], "tokens": row["tokens"], "weight_grads": wg, "pass": name,
+                        "measured_ms": m, "floor_ms": r["floor_ms"], "no_overlap_ms": r["no_overlap_ms"], "hidden": h})
+            print(f"{row['preset']:20} {row['tokens']:>6} {wg:10} {name:17} {m:9.2f} {r['floor_ms']:7.2f} "
+                  f"{r['no_overlap_ms']:10.2f} {h * 100:6.0f}%")
+    return out
+
+
 def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", required=True, help="a preset of data/presets (e.g. qwen3-30b-a3b)")
-    ap.add_argument("--tokens", type=int, required=True, help="tokens T, >= 1")
+    ap.add_argument("--preset", help="a preset of data/presets (e.g. qwen3-30b-a3b)")
+    ap.add_argument("--tokens", type=int, help="tokens T, >= 1")
+    ap.add_argument("--bench", help="a bench.jsonl: its megakernel rows against their floors (no --preset)")
     ap.add_argument("--weight-grads", choices=["accumulate", "overwrite"], default="accumulate",
                     help="accumulate: dW += ... (read and written); overwrite: dW = ... (written)")
     ap.add_argument("--dispatch", choices=["push", "pull"], default="push", help="the forward's dispatch")
@@ -109,10 +149,22 @@ def main(argv=None):
     ap.add_argument("--data-dir", default=os.environ.get("CALICO_DATA_DIR", os.path.join(here, "..", "data")))
     ap.add_argument("--json", help="also write the numbers to this file")
     a = ap.parse_args(argv)
-    if a.tokens < 1:
-        ap.error(f"--tokens must be >= 1, got {a.tokens}")
     if not a.tflops > 0 or not a.hbm_tbs > 0:
         ap.error(f"--tflops and --hbm-tbs must be > 0, got {a.tflops} and {a.hbm_tbs}")
+    if a.bench:
+        if a.preset or a.tokens is not None:
+            ap.error("--bench takes the presets and token counts from its rows: no --preset / --tokens")
+        if not os.path.isfile(a.bench):
+            ap.error(f"--bench: no file {a.bench}")
+        out = bench_table(a.bench, a.data_dir, a.tflops, a.hbm_tbs)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(out, f, indent=1)
+        return 0
+    if a.preset is None or a.tokens is None:
+        ap.error("--preset and --tokens are required (or --bench FILE)")
+    if a.tokens < 1:
+        ap.error(f"--tokens must be >= 1, got {a.tokens}")
     p = load_preset(a.preset, a.data_dir)
     s = summarize(phases(p, a.tokens, a.weight_grads, a.dispatch), a.tflops, a.hbm_tbs)
     s.update(preset=a.preset, tokens=a.tokens, weight_grads=a.weight_grads, dispatch=a.dispatch,

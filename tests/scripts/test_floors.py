@@ -142,5 +142,31 @@ check("CLI: a zero bandwidth is refused", r.returncode == 2 and "must be > 0" in
 r = run("--preset", "tiny", "--tokens", "8", "--weight-grads", "sometimes")
 check("CLI: a bad --weight-grads lists the choices", r.returncode == 2 and "accumulate" in r.stderr)
 
+# --bench: a row measured exactly at its floors hides 100%, one at the no-overlap sum 0%; PyTorch rows are
+# not ours (skipped); a file without megakernel rows and --bench with --preset are errors.
+t = floors.summarize(floors.phases(presets["tiny"], 256, "overwrite", "pull"), 800.0, 4.0)["passes"]
+with tempfile.TemporaryDirectory() as d:
+    bench, out = os.path.join(d, "bench.jsonl"), os.path.join(d, "out.json")
+    rows = [{"backend": "megakernel", "preset": "tiny", "tokens": 256, "weight_grads": "overwrite", "dispatch": "pull",
+             "forward_ms": t["forward"]["floor_ms"], "forward_backward_ms": t["forward+backward"]["no_overlap_ms"]},
+            {"backend": "pytorch-grouped-mm", "preset": "tiny", "tokens": 256, "forward_ms": 1.0, "forward_backward_ms": 2.0}]
+    with open(bench, "w") as f:
+        f.write("\n".join(json.dumps(r) for r in rows) + "\n")
+    r = run("--bench", bench, "--json", out)
+    got = json.load(open(out)) if r.returncode == 0 else []
+    check("--bench: one megakernel row, two passes", len(got) == 2)
+    check("--bench: measured at the floor hides 100%", len(got) == 2 and abs(got[0]["hidden"] - 1) < 1e-12)
+    check("--bench: measured at the no-overlap sum hides 0%", len(got) == 2 and abs(got[1]["hidden"]) < 1e-12)
+    with open(bench, "w") as f:
+        f.write(json.dumps(rows[1]) + "\n")
+    r = run("--bench", bench)
+    check("--bench: no megakernel rows is an error", r.returncode != 0 and "no megakernel rows" in r.stderr)
+    r = run("--bench", bench, "--preset", "tiny")
+    check("--bench with --preset is refused", r.returncode == 2 and "no --preset" in r.stderr)
+    r = run("--bench", os.path.join(d, "missing.jsonl"))
+    check("--bench: a missing file is named", r.returncode == 2 and "missing.jsonl" in r.stderr)
+r = run()
+check("CLI: neither --preset nor --bench is refused", r.returncode == 2 and "--preset and --tokens are required" in r.stderr)
+
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
