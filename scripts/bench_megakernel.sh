@@ -3,7 +3,8 @@
 # backward; CUDA events, L2 flushed, medians after warm-up) and bench/torch_moe_baseline.py (PyTorch
 # permute + torch._grouped_mm + SwiGLU + index_add, and a dense bf16 GEMM as the ceiling) on the same shapes:
 # qwen3-30b-a3b T=16384 and deepseek-v3 routed experts T=8192 (ANCHORS.md). One JSON line per row in
-# $OUT/bench.jsonl, a table on stdout (scripts/bench_table.py: ratios to the dense ceiling, PyTorch, anchors).
+# $OUT/bench.jsonl, a table on stdout (scripts/bench_table.py: ratios to the dense ceiling, PyTorch, anchors;
+# scripts/floors.py: against the compute and HBM floors).
 # WEIGHT_GRADS: the --weight-grads of each row (accumulate: the contract's d_W += ...; overwrite: d_W = ...,
 # like-for-like with kernels that return fresh gradients).
 # Usage: [MODES='push:push pull:pull'] [WEIGHT_GRADS='accumulate overwrite'] [TORCH=0] [ITERS=20]
@@ -33,4 +34,5 @@ for row in "qwen3-30b-a3b 16384" "deepseek-v3-routed 8192"; do
   rm -f "$OUT/bench-row.json"
 done
 python3 scripts/bench_table.py "$OUT/bench.jsonl" || status=1
+python3 scripts/floors.py --bench "$OUT/bench.jsonl" || status=1  # measured against the compute and HBM floors
 exit $status
