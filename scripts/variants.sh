@@ -59,6 +59,8 @@ case "$1" in
       args=(--preset "$preset" --tokens "$tokens" --routing "$routing" --seed 5)
       [ "$clamp" != 0 ] && args+=(--clamp "$clamp")
       "$ref_bin" run "${args[@]}" --threads "$(nproc)" | digests > "$tmp/ref.txt"
+      # an empty digest list would make every variant "identical"
+      [ -s "$tmp/ref.txt" ] || { echo "$spec: the reference run gave no digests" | tee -a "$OUT/check.txt"; status=1; continue; }
       for dir in .variants/*/; do
         name="$(basename "$dir")"; [ -x "$dir/build-gpu/cli/calico" ] || continue
         for cfg in "${configs[@]}"; do
