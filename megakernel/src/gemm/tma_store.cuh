@@ -91,13 +91,10 @@ __device__ __forceinline__ void tma_store_strip(const StoreOperand<T>& op, const
 // A tile's counter releases, which must follow its stores' writes (other CTAs read the results by TMA), held
 // by consumer thread 0 (the thread that issued the stores) until `flush()`: waiting for the writes right
 // after issuing them stalled warpgroup 0 (its next wgmma need all four warps) for ~1.5k cycles per tile. The
-// kernels flush (moe/persistent.cuh, consume_tile): once the next tile's first k-tiles are issued (their
-// wgmma run during the wait, and the writes are mostly done by then), before the consumers wait for a task's
+// kernels flush (moe/persistent.cuh, consume_tile): once the next tile's k-tile kFlushKTile is issued (its
+// wgmma run during the wait, and the writes are done by then), before the consumers wait for a task's
 // first stage that is not there yet (its producer may be waiting on this very counter), before a side task's
 // waits, and at the end of the walk. So no wait of this CTA's threads can depend on a release it holds.
-#ifndef CALICO_MK_FLUSH_KTILE
-#define CALICO_MK_FLUSH_KTILE 5
-#endif
 struct DeferredRelease {
   int* counter[2] = {nullptr, nullptr};
   // Hold this tile's releases (one increment each; b may be null); the previous tile's are made first.
@@ -119,8 +116,8 @@ struct DeferredRelease {
   // k-tile 1 moved the wait into the main loop (the stores of a 128 x 256 gate/up tile, 96 KB, drain at
   // ~20 B/clk: ~5k cycles, while one k-tile's batch covers ~1k), which grew by as much as the release wait it
   // removed; a later k-tile finds the writes done.
-  static constexpr int kFlushKTile = CALICO_MK_FLUSH_KTILE;
-  __device__ __forceinline__ auto after_first_batches(int ctid, int k_tiles) {
+  static constexpr int kFlushKTile = 5;
+  __device__ __forceinline__ auto flush_after_batch(int ctid, int k_tiles) {
     return [this, ctid, k_tiles](int kt) {
       if (ctid == 0 && kt == (k_tiles - 1 < kFlushKTile ? k_tiles - 1 : kFlushKTile)) flush();
     };

@@ -386,7 +386,7 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
   const bool ok = consume_tile(
       p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
       [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); },
-      release.after_first_batches(ctid, k_tiles), kProfFullWaitDgradH + (main_slot - kProfMainDgradH));
+      release.flush_after_batch(ctid, k_tiles), kProfFullWaitDgradH + (main_slot - kProfMainDgradH));
   if (!ok) return false;
   const long long c1 = profile_lap(p.sync, main_slot, cm, ctid);
   static_assert(kProfMainWgrad - kProfMainDgradH == kProfKtilesWgrad - kProfKtilesDgradH &&

@@ -157,7 +157,7 @@ __device__ __forceinline__ bool wide_tile(const ForwardParams& p, GemmSmem& s, P
   const bool ok = consume_tile(
       p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
       [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); },
-      release.after_first_batches(ctid, k_tiles));
+      release.flush_after_batch(ctid, k_tiles));
   if (!ok) return false;
   epilogue(acc, thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{})));
   return true;

@@ -144,7 +144,7 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
   for (int j = 0;; ++j) {
     // The next task's first stage: if it is not there yet, its producer may be waiting on the release thread 0
     // holds (the previous tile's counter), so that one goes first. (A stage that is there already belongs to a
-    // task past its counter waits; the release follows after its first k-tiles.)
+    // task past its counter waits; the release follows after its k-tile kFlushKTile.)
     if (ctid == 0 && release.pending() && !mbar_try_wait(&s.full[ps.stage], ps.phase)) release.flush();
     int id = ci + j * nc;
     decltype(plan.decode(0)) task;
