@@ -95,6 +95,8 @@ struct GemmSmem {
   alignas(8) uint64_t empty[kStages];
   int next_task;  // the producer warpgroup's current ticket (dynamic walk)
   int task_slot[4];
+  // The last weight-gradient task warpgroup 1 may start (moe/backward.cu, consume_wgrad); -1 before any.
+  int wgrad_go;
   int ring[kTaskRing][kRingInts];  // the dynamic walk's tasks, index and decoded (moe/persistent.cuh)
 };
 constexpr int kNoTask = -1;
@@ -309,6 +311,11 @@ __device__ __forceinline__ bool producer_all(bool ok) {
 // Barrier among the 256 consumer threads (named barrier 1): orders their epilogue stores before a signal.
 __device__ __forceinline__ void consumer_barrier() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
+}
+// Barrier among one consumer warpgroup's 128 threads (named barriers 3 and 4): the weight-gradient epilogues,
+// which each warpgroup runs on its own (moe/backward.cu, consume_wgrad).
+__device__ __forceinline__ void warpgroup_barrier(int wg) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(3 + wg) : "memory");
 }
 
 }  // namespace calico::gpu::mk

@@ -127,12 +127,40 @@ struct DeferredRelease {
 // One tile's rounds. fill(r, strip): this thread writes its values of round r into its warpgroup's strip
 // (r is a compile-time index after unrolling: the accumulator fragment stays in registers). issue(r, wg,
 // strip): consumer thread 0 stores warpgroup wg's strip of round r (tma_store_strip).
-template <int kRounds, class Fill, class Issue>
+// kPerWarpgroup: each warpgroup runs its rounds on its own (its barrier; its thread 0, consumer thread 0 or
+// 128, waits for its strips and issues its boxes), so one warpgroup's epilogue overlaps the other's main loop
+// (the weight-gradient tiles). NOTE: a strip's box is waited for by the thread that issued it: warpgroup 1's
+// strips, issued by thread 128 in a per-warpgroup epilogue, are waited for by it before the next joint one;
+// those thread 0 issued in a joint one, before warpgroup 1 may start a per-warpgroup one (consume_wgrad).
+template <int kRounds, bool kPerWarpgroup = false, class Fill, class Issue>
 __device__ __forceinline__ void store_rounds(const SyncContext& sc, GemmSmem& s, int ctid, Fill&& fill,
                                              Issue&& issue) {
   static_assert(kRounds % kOutSlots == 0, "every tile ends on the same slot (see the header)");
   const int wg = ctid / 128;
   long long waited = 0;  // profile only
+  if constexpr (kPerWarpgroup) {
+    const bool leader = ctid % 128 == 0;
+    CUTE_UNROLL
+    for (int r = 0; r < kRounds; ++r) {
+      if (leader) {
+        const long long w0 = clock64();
+        bulk_wait_read<kOutSlots - 1>();
+        waited += clock64() - w0;
+      }
+      warpgroup_barrier(wg);
+      uint8_t* strip = s.out[wg * kOutSlots + r % kOutSlots];
+      fill(r, strip);
+      fence_proxy_async_shared();
+      warpgroup_barrier(wg);
+      if (leader) {
+        issue(r, wg, strip);
+        bulk_commit();
+      }
+    }
+    if (ctid == 0) profile_add(sc, kProfStoreWait, waited);
+    return;
+  }
+  if (ctid == 128) bulk_wait_read<0>();  // warpgroup 1's own boxes (a per-warpgroup epilogue's) are read
   CUTE_UNROLL
   for (int r = 0; r < kRounds; ++r) {
     if (ctid == 0) {

@@ -371,9 +371,11 @@ __device__ __forceinline__ bool produce(const BackwardParams& p, GemmSmem& s, Pi
 
 // ---- consumers ------------------------------------------------------------------------------------------
 // One 128 x 256 tile: `init(acc, coord)`, the K loop, `epilogue(acc, coord)`.
-template <class Mma, bool AKMajor, bool BKMajor, class Init, class Epilogue>
+// `after_batch(kt)`: besides the deferred release's flush (consume_tile's after_batch).
+template <class Mma, bool AKMajor, bool BKMajor, class Init, class Epilogue, class AfterBatch>
 __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
-                                          int id, int ctid, int k_tiles, int main_slot, Init&& init, Epilogue&& epilogue) {
+                                          int id, int ctid, int k_tiles, int main_slot, Init&& init, Epilogue&& epilogue,
+                                          AfterBatch&& after_batch) {
   Mma mma;
   auto thr = mma.get_thread_slice(ctid);
   Tensor tA = thr.make_fragment_A(thr.partition_A(smem_tensor<128, AKMajor>(&s.a[0][0])));
@@ -386,7 +388,11 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
   const bool ok = consume_tile(
       p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
       [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); },
-      release.flush_after_batch(ctid, k_tiles), kProfFullWaitDgradH + (main_slot - kProfMainDgradH));
+      [&, flush = release.flush_after_batch(ctid, k_tiles)](int kt) {
+        flush(kt);
+        after_batch(kt);
+      },
+      kProfFullWaitDgradH + (main_slot - kProfMainDgradH));
   if (!ok) return false;
   const long long c1 = profile_lap(p.sync, main_slot, cm, ctid);
   static_assert(kProfMainWgrad - kProfMainDgradH == kProfKtilesWgrad - kProfKtilesDgradH &&
@@ -470,7 +476,8 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
             [&](int r, int wg, const uint8_t* strip) {
               tma_store_strip(r % 2 ? DU : DG, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r / 2, 0);
             });
-      });
+      },
+      [](int) {});
   if (!ok || !saved_ok) return false;
   const long long lap = clock64();
   if (ctid == 0 && id != p.skip_signal_task)  // d_g, d_u are read by TMA (d_x_k and wgrad tiles)
@@ -488,7 +495,8 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
         // Round r: columns [64 r, 64 r + 64). Padding rows hold +0 (their d_g, d_u rows are zeros); the combine
         // never reads them.
         store_tile_bf16(p.sync, s, ctid, acc, coord, t.shared ? p.st_dxs : p.st_dx, t.m, t.n);
-      });
+      },
+      [](int) {});
   if (!ok) return false;
   const long long lap = clock64();
   if (ctid == 0 && id != p.skip_signal_task) release.defer(p.c_dx_total);  // the combine reads d_x_k
@@ -499,9 +507,27 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
 // kCarryIn: the chains start from the carried-in accumulators (MoeOptions::accumulate_weight_grads), else from
 // +0 (clear). A compile-time choice (one kernel per mode): a runtime branch between clear(acc) and the loads
 // made ptxas serialise every wgmma (C7515), and reading a row of zeros instead cost ~1,200 cycles per tile.
+//
+// The two consumer warpgroups run a weight-gradient tile staggered: warpgroup 1 starts once warpgroup 0 has
+// issued k-tile kWgradLag - 1 (the `go`: s.wgrad_go = the task), and each stores its 64 rows on its own
+// (store_rounds<..., true>). So one warpgroup's epilogue (64 KB of fp32, bound by the SM's TMA store rate:
+// ~29 B/clk alone, simulator/probes/epilogue_store_rate.cu) runs while the other's wgmma use the tensor
+// cores, where both epilogues used to leave them idle at once. Both still read every stage (a stage is
+// released when all eight warps have read it), so the lag is at most kWgradLag stages of the ring. Bits: each
+// output element is still one chain in one warpgroup; only the time at which it runs moves.
+// NOTE: the go waits for thread 0's boxes to be read (bulk_wait_read<0>): in a joint epilogue it issued
+// warpgroup 1's strips too, which warpgroup 1 rewrites in its own epilogue.
+#ifndef CALICO_MK_WGRAD_LAG
+#define CALICO_MK_WGRAD_LAG 2
+#endif
+constexpr int kWgradLag = CALICO_MK_WGRAD_LAG;
 template <bool kCarryIn>
 __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
                               const BwdTask& t, int id, int ctid) {
+  const int k_tiles = ceil_div(chain_steps(t), kBK / 16);  // 0: no stages, no go (the static walk's empty tiles)
+  if (ctid >= 128 && k_tiles > 0 &&
+      !wait_shared_at_least(p.sync, &s.wgrad_go, id, kStageWgradDown + (t.kind - kWDown), id, kCounterWgradGo, id))
+    return false;
   const WgradTarget w = wgrad_target(p, t);
   // NOTE: addresses as two row pointers plus compile-time offsets (the fragment's structure, checked below):
   // per-element 64-bit addresses, shared by the carry-in read and the write-back, stayed live across the
@@ -522,7 +548,7 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
     }
   };
   const bool ok = wide_tile<MmaWgrad, false, false>(
-      p, s, ps, release, id, ctid, ceil_div(chain_steps(t), kBK / 16), kProfMainWgrad,
+      p, s, ps, release, id, ctid, k_tiles, kProfMainWgrad,
       [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator, or +0 (MoeOptions::accumulate_weight_grads)
         if constexpr (!kCarryIn) {
           clear(acc);
@@ -541,7 +567,7 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
       },
       [&](auto& acc, auto& coord) {  // round r: fp32 columns [32 r, 32 r + 32); TMA clips the edges
         const StoreF32& out = wgrad_store(p, t);
-        store_rounds<kWideN / 32>(
+        store_rounds<kWideN / 32, true>(
             p.sync, s, ctid,
             [&](int r, uint8_t* strip) {
               CUTE_UNROLL
@@ -553,6 +579,12 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
             [&](int r, int wg, const uint8_t* strip) {
               tma_store_strip(out, strip, t.m * 2 + wg, t.n * (kWideN / 32) + r, t.shared ? 0 : t.e);
             });
+      },
+      [&](int kt) {  // the go for warpgroup 1
+        if (ctid == 0 && kt == (k_tiles < kWgradLag ? k_tiles : kWgradLag) - 1) {
+          bulk_wait_read<0>();
+          asm volatile("st.release.cta.shared.b32 [%0], %1;\n" ::"r"(smem_addr(&s.wgrad_go)), "r"(id) : "memory");
+        }
       });
   return ok;
 }

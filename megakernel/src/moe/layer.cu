@@ -34,8 +34,8 @@ const char* counter_name(int c) {
   static const char* kNames[] = {"none",           "dispatched[m-tile]", "gate/up done[m-tile]", "down tiles done",
                                  "d_y done[m-tile]", "d_y done[expert]", "d_h done[m-tile]",     "d_h done[expert]",
                                  "d_x_k tiles done", "mbarrier full[stage]", "mbarrier empty[stage]",
-                                 "bulk row load[row]"};
-  return (c >= 0 && c <= mk::kCounterBulkLoad) ? kNames[c] : "unknown";
+                                 "bulk row load[row]", "weight-gradient go[task]"};
+  return (c >= 0 && c <= mk::kCounterWgradGo) ? kNames[c] : "unknown";
 }
 
 template <int BMN, bool KMajor>

@@ -104,7 +104,7 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
     __syncthreads();  // the dispatch is done with shared memory before the pipeline's barriers are set up
   }
   const int ci = blockIdx.x - n_comm, nc = gridDim.x - n_comm;
-  if (threadIdx.x == 0) pipeline_init(s);
+  if (threadIdx.x == 0) pipeline_init(s), s.wgrad_go = -1;
   __syncthreads();
   // NOTE: the role is a warp-uniform value (a shuffle), so the consumer branch is not a divergent path
   // for ptxas, which would otherwise serialise its wgmma.
@@ -160,7 +160,7 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
     }
     const long long c0 = clock64();
     if (!consume(ps, release, task, id, ctid)) {
-      if (ctid == 0) bulk_wait_all_written();  // the epilogue strips stay in use until their stores are done
+      if (ctid % 128 == 0) bulk_wait_all_written();  // the epilogue strips stay in use until their stores are done
       return;
     }
     if (ctid == 0) profile_add(sync, kProfTasks, clock64() - c0);
@@ -169,6 +169,7 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
     release.flush();
     bulk_wait_all_written();
   }
+  if (ctid == 128) bulk_wait_all_written();  // warpgroup 1's weight-gradient stores (consume_wgrad)
   const long long c1 = clock64();
   tail(ctid);
   if (ctid == 0) profile_add(sync, kProfTail, clock64() - c1);

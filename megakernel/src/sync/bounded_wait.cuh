@@ -43,6 +43,7 @@ enum CounterKind : int {
   kCounterMbarFull,
   kCounterMbarEmpty,
   kCounterBulkLoad,     // a data-movement CTA's bulk row load (dispatch/bulk_rows.cuh); index: the row
+  kCounterWgradGo,      // warpgroup 1 waiting for warpgroup 0's go on a weight-gradient tile (moe/backward.cu)
 };
 
 struct ErrorRecord {
@@ -157,6 +158,33 @@ __device__ __forceinline__ bool wait_counter(const SyncContext& s, const int* co
     seen = ld_acquire_gpu(counter);
     if (seen >= expected) {
       profile_add(s, stage, clock64() - c0);
+      return true;
+    }
+    if (aborted(s)) return false;
+    if (global_timer_ns() - start > s.timeout_ns) {
+      record_timeout(s, stage, task, counter_kind, counter_index, expected, seen);
+      return false;
+    }
+  }
+}
+
+// Waits until the shared-memory word *p >= expected (acquire at CTA scope): one CTA's warpgroups among
+// themselves. False on timeout or when another CTA aborted the launch.
+__device__ __forceinline__ bool wait_shared_at_least(const SyncContext& s, const int* p, int expected, int stage,
+                                                     int task, int counter_kind, int counter_index) {
+  auto load = [&] {
+    int v;
+    asm volatile("ld.acquire.cta.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))) : "memory");
+    return v;
+  };
+  int seen = load();
+  if (seen >= expected) return true;
+  const uint64_t start = global_timer_ns();
+  const long long c0 = clock64();
+  for (;;) {
+    seen = load();
+    if (seen >= expected) {
+      if (threadIdx.x % 128 == 0) profile_add(s, stage, clock64() - c0);
       return true;
     }
     if (aborted(s)) return false;
