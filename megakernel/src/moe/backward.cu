@@ -517,17 +517,26 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
 // output element is still one chain in one warpgroup; only the time at which it runs moves.
 // NOTE: the go waits for thread 0's boxes to be read (bulk_wait_read<0>): in a joint epilogue it issued
 // warpgroup 1's strips too, which warpgroup 1 rewrites in its own epilogue.
+// Warpgroup 1 waits for the go after its carried-in accumulator is read (that read's latency overlaps
+// warpgroup 0's first k-tiles).
 #ifndef CALICO_MK_WGRAD_LAG
 #define CALICO_MK_WGRAD_LAG 2
+#endif
+#ifndef CALICO_MK_STAGGER_CARRY_IN
+#define CALICO_MK_STAGGER_CARRY_IN 0
 #endif
 constexpr int kWgradLag = CALICO_MK_WGRAD_LAG;
 template <bool kCarryIn>
 __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
                               const BwdTask& t, int id, int ctid) {
+  constexpr bool kStagger = !kCarryIn || CALICO_MK_STAGGER_CARRY_IN;
   const int k_tiles = ceil_div(chain_steps(t), kBK / 16);  // 0: no stages, no go (the static walk's empty tiles)
-  if (ctid >= 128 && k_tiles > 0 &&
-      !wait_shared_at_least(p.sync, &s.wgrad_go, id, kStageWgradDown + (t.kind - kWDown), id, kCounterWgradGo, id))
-    return false;
+  bool go = true;
+  auto wait_go = [&] {
+    if constexpr (kStagger)
+      if (ctid >= 128 && k_tiles > 0)
+        go = wait_shared_at_least(p.sync, &s.wgrad_go, id, kStageWgradDown + (t.kind - kWDown), id, kCounterWgradGo, id);
+  };
   const WgradTarget w = wgrad_target(p, t);
   // NOTE: addresses as two row pointers plus compile-time offsets (the fragment's structure, checked below):
   // per-element 64-bit addresses, shared by the carry-in read and the write-back, stayed live across the
@@ -552,6 +561,7 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
       [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator, or +0 (MoeOptions::accumulate_weight_grads)
         if constexpr (!kCarryIn) {
           clear(acc);
+          wait_go();
         } else {
           locate(coord);
           CUTE_UNROLL
@@ -563,11 +573,12 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
             acc(i) = v.x;
             acc(i + 1) = v.y;
           }
+          wait_go();
         }
       },
       [&](auto& acc, auto& coord) {  // round r: fp32 columns [32 r, 32 r + 32); TMA clips the edges
         const StoreF32& out = wgrad_store(p, t);
-        store_rounds<kWideN / 32, true>(
+        store_rounds<kWideN / 32, kStagger>(
             p.sync, s, ctid,
             [&](int r, uint8_t* strip) {
               CUTE_UNROLL
@@ -581,12 +592,12 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
             });
       },
       [&](int kt) {  // the go for warpgroup 1
-        if (ctid == 0 && kt == (k_tiles < kWgradLag ? k_tiles : kWgradLag) - 1) {
+        if (kStagger && ctid == 0 && kt == (k_tiles < kWgradLag ? k_tiles : kWgradLag) - 1) {
           bulk_wait_read<0>();
           asm volatile("st.release.cta.shared.b32 [%0], %1;\n" ::"r"(smem_addr(&s.wgrad_go)), "r"(id) : "memory");
         }
       });
-  return ok;
+  return ok && go;
 }
 
 // ---- side tasks and the communication CTAs --------------------------------------------------------------
