@@ -38,6 +38,7 @@ struct RunOptions {
   int minibatch = 0;    // tokens per rank per minibatch (0 = all)
   int comm_sms = 16;    // communication (data-movement) SMs, forward and backward
   std::string dispatch = "push";  // dispatch (and combine) direction of both passes
+  std::string weight_grads = "accumulate";  // megakernel: accumulate | overwrite (same bits, other kernel path)
   int runs = 1;         // runs written to --out (harness)
   std::string out;      // HDF5 trace path (harness/TRACE_FORMAT.md); empty = none
 };
@@ -78,6 +79,10 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
                  "token rows themselves, no data-movement CTAs; push = --comm-sms CTAs dispatch first); results do "
                  "not depend on it")
       ->capture_default_str();
+  sub.add_option("--weight-grads", o.weight_grads,
+                 "Megakernel weight-gradient path: accumulate (read the zeroed accumulators) | overwrite (chains\n"
+                 "from +0, the staggered epilogues); results do not depend on it")
+      ->capture_default_str();
   sub.add_option("--runs", o.runs, "Runs recorded in the --out trace, in [1, 10000] (each one a full layer run)")->capture_default_str();
   sub.add_option("--out", o.out, "Write an HDF5 trace of every run, rank and tensor (harness/TRACE_FORMAT.md)");
   sub.footer(
@@ -105,6 +110,9 @@ RunRequest make_request(const RunOptions& o) {
   req.config.comm_sms_forward = req.config.comm_sms_backward = o.comm_sms;
   require(o.dispatch == "push" || o.dispatch == "pull", "--dispatch must be push or pull, got '{}'", o.dispatch);
   req.config.dispatch_forward = req.config.dispatch_backward = parse_direction(o.dispatch);
+  require(o.weight_grads == "accumulate" || o.weight_grads == "overwrite",
+          "--weight-grads must be accumulate or overwrite, got '{}'", o.weight_grads);
+  req.config.overwrite_weight_grads = o.weight_grads == "overwrite";
   require(o.tokens >= 1, "--tokens must be >= 1, got {}", o.tokens);
   require(o.ranks >= 1, "--ranks must be >= 1, got {}", o.ranks);
   require(req.spec.experts % o.ranks == 0, "--ranks must divide the preset's experts E={}, got {}",

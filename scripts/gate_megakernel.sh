@@ -6,7 +6,8 @@
 #     SM splits: qwen3-30b-a3b T = 2048 (uniform, zipf:1.2, adversarial, clamp) and deepseek-v3's shape
 #     (H, I, K, I_s) with 32 experts, T = 512 (the CPU reference runs ~20 GFLOP/s there: issue 12).
 #     DIGEST_ONLY="PRESET T ROUTING CLAMP;..." replaces that list (e.g. "deepseek-v3 2048 uniform 0"), and
-#     MK_CONFIGS="DISPATCH COMM_SMS MINIBATCH;..." the megakernel configs compared (full size: fewer, for time).
+#     MK_CONFIGS="DISPATCH COMM_SMS MINIBATCH [ow];..." the megakernel configs compared (full size: fewer, for
+#     time); a fourth word `ow` runs the megakernel with --weight-grads overwrite (same bits, the other path).
 # Megakernel configs: pull dispatch (compute CTAs gather rows) and push (data-movement CTAs) at SM splits.
 # Writes $OUT/gate/ (the gate reports) and $OUT/gate-megakernel.md; exit 1 on any difference.
 # Usage: [GATE_TINY=0] bash scripts/gate_megakernel.sh [CALICO] [OUT]
@@ -83,12 +84,13 @@ for spec in "${DIGEST_SPECS[@]}"; do
   t1=$(date +%s)
   ok=1; configs=""; n=$(wc -l < "$DATA/ref.txt"); same=$n; failed_runs=""
   IFS=';' read -r -a mk_configs <<< "${MK_CONFIGS:-pull 16 0;pull 16 64;push 16 0;push 4 2048;pull 16 0}"
-  for cfg in "${mk_configs[@]}"; do  # dispatch, comm SMs, minibatch; the default list's last repeats its first
+  for cfg in "${mk_configs[@]}"; do  # dispatch, comm SMs, minibatch[, ow]; the default list's last repeats its first
     set -- $cfg
-    name="$1$([ "$1" = push ] && echo "/comm$2")/mb$3"
+    wg=accumulate; [ "${4:-}" = ow ] && wg=overwrite  # ow: the megakernel's overwrite-mode weight gradients
+    name="$1$([ "$1" = push ] && echo "/comm$2")/mb$3$([ $wg = overwrite ] && echo /ow)"
     configs="$configs $name"
     "$CALICO" run "${args[@]}" --backend megakernel --dispatch "$1" --comm-sms "$2" --minibatch "$3" \
-      | digests > "$DATA/mk.txt"
+      --weight-grads "$wg" | digests > "$DATA/mk.txt"
     [ "${PIPESTATUS[0]}" = 0 ] || { ok=0; failed_runs="$failed_runs $name"; }  # an error, not a difference
     if ! cmp -s "$DATA/ref.txt" "$DATA/mk.txt"; then ok=0; diff "$DATA/ref.txt" "$DATA/mk.txt" | head -20; fi
     k=$(comm -12 <(sort "$DATA/ref.txt") <(sort "$DATA/mk.txt") | wc -l); [ "$k" -lt "$same" ] && same=$k

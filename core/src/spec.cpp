@@ -67,7 +67,7 @@ std::string RunConfig::describe() const {
       "R={} T={} minibatch={} macrobatch={} comm_sms={}/{} dispatch={}/{} combine={}/{} capacity={} seed={}", ranks,
       tokens_per_rank, minibatch_tokens(), macrobatch, comm_sms_forward, comm_sms_backward,
       to_string(dispatch_forward), to_string(dispatch_backward), to_string(combine_forward),
-      to_string(combine_backward), capacity_factor, seed);
+      to_string(combine_backward), capacity_factor, seed) + (overwrite_weight_grads ? " weight_grads=overwrite" : "");
 }
 
 void Routing::validate(const LayerSpec& spec) const {

@@ -128,6 +128,7 @@ gpu::MoeOptions megakernel_options(const RunConfig& c) {
   // The combine tail's task size follows the minibatch (0: the default of 16 tokens); at R = 1 the
   // overlap granularity of dispatch -> GEMM is the 128-row tile. Results never depend on either.
   if (c.minibatch > 0) o.combine_tokens = std::min(c.minibatch, 4096);
+  o.accumulate_weight_grads = !c.overwrite_weight_grads;
   return o;
 }
 

@@ -116,6 +116,7 @@ void write_config(hid_t file, const RunConfig& c) {
   h5::write_attr(g, "combine_backward", std::string(to_string(c.combine_backward)));
   h5::write_attr(g, "capacity_factor", c.capacity_factor);
   h5::write_attr_u64(g, "seed", c.seed);
+  h5::write_attr(g, "weight_grads", std::string(c.overwrite_weight_grads ? "overwrite" : "accumulate"));
 }
 
 void write_provenance(hid_t file, const Trace& t) {
@@ -256,6 +257,11 @@ struct Reader {
     c.combine_backward = parse_direction(h5::read_string_attr(g, "combine_backward", w));
     c.capacity_factor = h5::read_double_attr(g, "capacity_factor", w);
     c.seed = h5::read_u64_attr(g, "seed", w);
+    if (h5::has_attr(g, "weight_grads")) {  // absent in traces written before 2026-12-02: accumulate
+      const std::string m = h5::read_string_attr(g, "weight_grads", w);
+      require(m == "accumulate" || m == "overwrite", "{}: weight_grads must be accumulate or overwrite, got '{}'", w, m);
+      c.overwrite_weight_grads = m == "overwrite";
+    }
     c.validate(spec);
     return c;
   }

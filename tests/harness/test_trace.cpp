@@ -35,6 +35,17 @@ void expect_read_error(const std::string& path, const std::string& needle) {
   }
 }
 
+// The megakernel's weight-gradient path (RunConfig::overwrite_weight_grads) survives the trace, both ways.
+TEST(Trace, RoundTripKeepsTheWeightGradientPath) {
+  TempDir dir("weight-grads");
+  Trace t = toy_trace(1, 1);
+  for (bool overwrite : {true, false}) {
+    t.config.overwrite_weight_grads = overwrite;
+    write_trace(dir.file("t.h5"), t);
+    EXPECT_EQ(read_trace(dir.file("t.h5")).config.overwrite_weight_grads, overwrite);
+  }
+}
+
 TEST(Trace, RoundTripKeepsEveryTensorAndAttribute) {
   TempDir dir("roundtrip");
   const Trace t = toy_trace(2, 2);

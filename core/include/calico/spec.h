@@ -44,6 +44,10 @@ struct RunConfig {
   double capacity_factor = 0.0;  // rank buffer rows = ceil(factor * T * K); 0 = sized to fit the routing;
                                  // at most kMaxCapacityFactor (= the largest R: every token on one rank)
   uint64_t seed = 1;
+  // Megakernel only: the weight-gradient chains start from +0 instead of reading the carried-in accumulators
+  // (MoeOptions::accumulate_weight_grads = false). A run's accumulators start at zero, so the bits are the
+  // same; it selects the kernel's other weight-gradient path (the staggered one) for the comparisons.
+  bool overwrite_weight_grads = false;
 
   int64_t total_tokens() const { return static_cast<int64_t>(ranks) * tokens_per_rank; }
   int minibatch_tokens() const { return minibatch == 0 ? tokens_per_rank : minibatch; }
