@@ -21,6 +21,7 @@
 //   nofill     the rounds without the st.shared (the boxes store stale strips): the TMA alone
 //   nofence    the rounds without the proxy fence (wrong in a kernel; the fence's share)
 //   lsu        no shared memory: st.global.v2.f32 of the accumulator fragment, as in the register epilogue
+//   1wg-2/1wg-4  warpgroup 0 alone stores its 64 rows per tile through 2 or 4 strips (see kModeNames)
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -38,8 +39,12 @@ constexpr int kStageBytes = 48 * 1024, kStages = 4, kLoadChunk = 16 * 1024;
 constexpr int kSmemBytes = 1024 + 2 * kSlots * kStrip + kStages * kStageBytes;
 constexpr int kTilesPerCta = 48;  // 6 MB per CTA, so one CTA's run stays short
 
-enum Mode { kTma, kTmaL2, kTmaHbm, kTmaMain, kTmaAll, kNoFill, kNoFence, kLsu, kModes };
-const char* kModeNames[kModes] = {"tma", "tma+l2", "tma+hbm", "tma+main", "tma+all", "nofill", "nofence", "lsu"};
+enum Mode { kTma, kTmaL2, kTmaHbm, kTmaMain, kTmaAll, kNoFill, kNoFence, kLsu, kOneWg2, kOneWg4, kModes };
+const char* kModeNames[kModes] = {"tma",     "tma+l2",  "tma+hbm", "tma+main", "tma+all",
+                                  "nofill",  "nofence", "lsu",     "1wg-2",    "1wg-4"};
+// 1wg-2 / 1wg-4 (added after the 2026-12-02 run, not yet run): warpgroup 0 alone stores its 64 rows of each
+// tile (64 KB) through 2 or 4 strips (16 or 32 KB in flight), as a staggered weight-gradient epilogue does
+// with its own strips or with the pooled ones (branch try/wgrad-strip-pool); warpgroup 1 idles.
 
 struct Args {
   CUtensorMap map;  // the output [M, N] fp32, box 32 x 64, 128-byte swizzle
@@ -52,9 +57,46 @@ struct Args {
 constexpr int kStatWords = 2 * 5 + 2;
 
 __device__ __forceinline__ void bar_consumers() { asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory"); }
+__device__ __forceinline__ void bar_wg0() { asm volatile("bar.sync 2, 128;" ::: "memory"); }
 __device__ __forceinline__ uint32_t strip_offset(int r, int c) {  // as gemm/tma_store.cuh strip_offset<float>
   const uint32_t byte = static_cast<uint32_t>(c) * 4u;
   return static_cast<uint32_t>(r) * 128u + ((((byte >> 4) ^ static_cast<uint32_t>(r)) & 7u) << 4) + (byte & 15u);
+}
+
+// Warpgroup 0's rounds alone, kStrips strips in flight (modes 1wg-2, 1wg-4); the same per-round split.
+template <int kStrips>
+__device__ __forceinline__ void one_warpgroup_rounds(const Args& a, uint8_t* strips, const float (&acc)[128], int tm,
+                                                     int tn, unsigned long long (&t)[6]) {
+  const int tid = threadIdx.x, w = tid / 32, lane = tid % 32;
+#pragma unroll
+  for (int r = 0; r < 8; ++r) {
+    const long long c0 = clock64();
+    if (tid == 0) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kStrips - 1) : "memory");
+    bar_wg0();
+    const long long c1 = clock64();
+    uint8_t* strip = strips + (r % kStrips) * kStrip;
+#pragma unroll
+    for (int i = 16 * r; i < 16 * r + 16; i += 2) {
+      const int m = 16 * w + lane / 4 + 8 * ((i / 2) % 2), c = 8 * (i / 4) + 2 * (lane % 4) - 32 * r;
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(smem_addr(strip) + strip_offset(m, c)), "f"(acc[i]),
+                   "f"(acc[i + 1])
+                   : "memory");
+    }
+    const long long c2 = clock64();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    const long long c3 = clock64();
+    bar_wg0();
+    const long long c4 = clock64();
+    if (tid == 0) {
+      const int x = tn * 256 + 32 * r, y = tm * 128;
+      asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(&a.map),
+                   "r"(x), "r"(y), "r"(smem_addr(strip))
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+    const long long c5 = clock64();
+    t[0] += c1 - c0, t[1] += c2 - c1, t[2] += c3 - c2, t[3] += c4 - c3, t[4] += c5 - c4, ++t[5];
+  }
 }
 
 __global__ void __launch_bounds__(kThreads, 1) epilogue_store(const __grid_constant__ Args a) {
@@ -105,6 +147,9 @@ __global__ void __launch_bounds__(kThreads, 1) epilogue_store(const __grid_const
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = static_cast<float>(tid * 128 + i);
   unsigned long long t_in = 0, t_st = 0, t_fence = 0, t_out = 0, t_issue = 0, rounds = 0;
+  const bool one_wg = a.mode == kOneWg2 || a.mode == kOneWg4;
+  if (one_wg && wg == 1) return;  // (warpgroup 1 takes no part: the rounds use named barrier 2 of 128)
+  unsigned long long t1[6] = {};
   const long long start = clock64();
   for (int j = 0; j < my_tiles; ++j) {
     const int t = blockIdx.x + j * gridDim.x;
@@ -115,6 +160,11 @@ __global__ void __launch_bounds__(kThreads, 1) epilogue_store(const __grid_const
       }
     }
     if (tid == 0) epilogues_started = epilogues_started + 1;
+    if (one_wg) {
+      if (a.mode == kOneWg2) one_warpgroup_rounds<2>(a, strips, acc, tm, tn, t1);
+      else one_warpgroup_rounds<4>(a, strips, acc, tm, tn, t1);
+      continue;
+    }
     if (a.mode == kLsu) {
 #pragma unroll
       for (int i = 0; i < 128; i += 2) {
@@ -159,6 +209,7 @@ __global__ void __launch_bounds__(kThreads, 1) epilogue_store(const __grid_const
       ++rounds;
     }
   }
+  if (one_wg) t_in = t1[0], t_st = t1[1], t_fence = t1[2], t_out = t1[3], t_issue = t1[4], rounds = t1[5];
   if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   const long long end = clock64();
   if (leader) {
@@ -225,7 +276,8 @@ int main() {
       const float ms = time_ms(e1, e2);
       std::vector<unsigned long long> st(kStatWords * blocks);
       CK(cudaMemcpy(st.data(), a.stats, st.size() * 8, cudaMemcpyDeviceToHost));
-      const double gbps = static_cast<double>(blocks) * kTilesPerCta * 128 * 256 * 4 / (ms / 1e3) / 1e9;
+      const int tile_bytes = (mode == kOneWg2 || mode == kOneWg4) ? 64 * 256 * 4 : 128 * 256 * 4;
+      const double gbps = static_cast<double>(blocks) * kTilesPerCta * tile_bytes / (ms / 1e3) / 1e9;
       const double ghz = st[11] / (ms * 1e6);  // CTA 0's cycles over the launch's time
       double phase[2][5] = {};
       const double rounds = static_cast<double>(st[10]);
