@@ -286,5 +286,39 @@ TEST_F(MegakernelGpu, LostSignalIsAnErrorNotAHang) {
   }
 }
 
+// The staggered weight-gradient tiles' go (overwrite mode): a lost go is a named error within the bound, not
+// a hang. Negative control: the same layer without the debug option runs to the end.
+TEST_F(MegakernelGpu, LostWeightGradientGoIsAnErrorNotAHang) {
+  const LayerSpec spec = shape("tiny", 64, 96, 16, 4, 32);
+  RunRequest q = request(spec, 256, "uniform");
+  const auto inputs = ref::run_reference(q, ref::ReferenceMode::contract);  // only for its input tensors
+  const gpu::MoeInputs mi = moe_inputs(inputs.ranks[0]);
+  for (bool lose : {false, true}) {
+    gpu::MoeOptions o;
+    o.accumulate_weight_grads = false;
+    o.wait_timeout_s = 1.0;
+    o.lose_wgrad_go = lose;
+    SCOPED_TRACE(lose ? "go lost" : "negative control");
+    gpu::MoeLayer layer(spec, 256, o);
+    layer.set_inputs(mi);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string message;
+    try {
+      layer.forward();
+      layer.backward();
+      layer.synchronize();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+    if (!lose) {
+      EXPECT_EQ(message, "");
+      continue;
+    }
+    EXPECT_NE(message.find("timed out"), std::string::npos) << message;
+    EXPECT_NE(message.find("weight-gradient go"), std::string::npos) << message;
+  }
+}
+
 }  // namespace
 }  // namespace calico

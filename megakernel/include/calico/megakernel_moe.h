@@ -48,6 +48,9 @@ struct MoeOptions {
 #endif
   // Debug: the compute task (index in the pass's task walk) whose completion signal is skipped; -1 = none.
   int lose_signal_forward = -1, lose_signal_backward = -1;
+  // Debug: warpgroup 0 never gives warpgroup 1 its go on a staggered weight-gradient tile (overwrite mode,
+  // moe/backward.cu consume_wgrad), so that wait must end in a named error.
+  bool lose_wgrad_go = false;
   bool profile = false;  // sum SM cycles per stage (waits, main loops, epilogues) for profile_report()
   void validate() const;
 };

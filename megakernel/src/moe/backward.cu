@@ -532,11 +532,13 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
                               const BwdTask& t, int id, int ctid) {
   constexpr bool kStagger = !kCarryIn || CALICO_MK_STAGGER_CARRY_IN;
   const int k_tiles = ceil_div(chain_steps(t), kBK / 16);  // 0: no stages, no go (the static walk's empty tiles)
-  bool go = true;
+  // NOTE: a go that does not come is recorded as a timeout (which aborts the launch) and then taken as given:
+  // the go orders no data, only time, and a warpgroup that left the walk alone would leave the other waiting
+  // at a joint barrier (bar.sync has no bound). Both go on; their next unsatisfied waits see the abort.
   auto wait_go = [&] {
     if constexpr (kStagger)
       if (ctid >= 128 && k_tiles > 0)
-        go = wait_shared_at_least(p.sync, &s.wgrad_go, id, kStageWgradDown + (t.kind - kWDown), id, kCounterWgradGo, id);
+        (void)wait_shared_at_least(p.sync, &s.wgrad_go, id, kStageWgradDown + (t.kind - kWDown), id, kCounterWgradGo, id);
   };
   const WgradTarget w = wgrad_target(p, t);
   // NOTE: addresses as two row pointers plus compile-time offsets (the fragment's structure, checked below):
@@ -593,12 +595,12 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
             });
       },
       [&](int kt) {  // the go for warpgroup 1
-        if (kStagger && ctid == 0 && kt == (k_tiles < kWgradLag ? k_tiles : kWgradLag) - 1) {
+        if (kStagger && ctid == 0 && kt == (k_tiles < kWgradLag ? k_tiles : kWgradLag) - 1 && !p.skip_wgrad_go) {
           bulk_wait_read<0>();
           asm volatile("st.release.cta.shared.b32 [%0], %1;\n" ::"r"(smem_addr(&s.wgrad_go)), "r"(id) : "memory");
         }
       });
-  return ok && go;
+  return ok;
 }
 
 // ---- side tasks and the communication CTAs --------------------------------------------------------------

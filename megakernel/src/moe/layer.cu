@@ -302,6 +302,7 @@ struct MoeLayer::Impl {
     bp.d = d, bp.sch = sch, bp.sync = sync;
     if (profile) bp.sync.profile = profile + mk::kProfSlots;
     bp.n_comm = opt.comm_ctas_backward, bp.pull_dy = opt.pull_backward, bp.combine_tokens = opt.combine_tokens, bp.skip_signal_task = opt.lose_signal_backward;
+    bp.skip_wgrad_go = opt.lose_wgrad_go ? 1 : 0;
     bp.d_out = d_out;
     bp.xp = xp, bp.g = g, bp.u = u, bp.h = h, bp.y = y, bp.x = x, bp.gs = gs, bp.us = us, bp.hs = hs;
     bp.dy = dy, bp.dg = dg, bp.du = du, bp.dx = dx, bp.dgs = dgs, bp.dus = dus, bp.dxs = dxs, bp.d_x = d_x;

@@ -76,6 +76,7 @@ struct BackwardParams {
   int combine_tokens = 16;
   int router_pairs = kConsumerThreads;  // (t, k) pairs per router-gradient side task: router_task_pairs(K)
   int skip_signal_task = -1;
+  int skip_wgrad_go = 0;  // debug (MoeOptions::lose_wgrad_go)
   const uint16_t* d_out = nullptr;  // [T,H]
   const uint16_t *xp = nullptr, *g = nullptr, *u = nullptr, *h = nullptr, *y = nullptr;  // from the forward
   const uint16_t *x = nullptr, *gs = nullptr, *us = nullptr, *hs = nullptr;
