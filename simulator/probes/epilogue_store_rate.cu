@@ -63,6 +63,17 @@ __device__ __forceinline__ uint32_t strip_offset(int r, int c) {  // as gemm/tma
   return static_cast<uint32_t>(r) * 128u + ((((byte >> 4) ^ static_cast<uint32_t>(r)) & 7u) << 4) + (byte & 15u);
 }
 
+// Round r's 16 fp32 of this thread's fragment (warp w of its warpgroup, lane) into a strip, as the kernel's fill.
+__device__ __forceinline__ void fill_strip(uint8_t* strip, const float (&acc)[128], int r, int w, int lane) {
+#pragma unroll
+  for (int i = 16 * r; i < 16 * r + 16; i += 2) {
+    const int m = 16 * w + lane / 4 + 8 * ((i / 2) % 2), c = 8 * (i / 4) + 2 * (lane % 4) - 32 * r;
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(smem_addr(strip) + strip_offset(m, c)), "f"(acc[i]),
+                 "f"(acc[i + 1])
+                 : "memory");
+  }
+}
+
 // Warpgroup 0's rounds alone, kStrips strips in flight (modes 1wg-2, 1wg-4); the same per-round split.
 template <int kStrips>
 __device__ __forceinline__ void one_warpgroup_rounds(const Args& a, uint8_t* strips, const float (&acc)[128], int tm,
@@ -75,13 +86,7 @@ __device__ __forceinline__ void one_warpgroup_rounds(const Args& a, uint8_t* str
     bar_wg0();
     const long long c1 = clock64();
     uint8_t* strip = strips + (r % kStrips) * kStrip;
-#pragma unroll
-    for (int i = 16 * r; i < 16 * r + 16; i += 2) {
-      const int m = 16 * w + lane / 4 + 8 * ((i / 2) % 2), c = 8 * (i / 4) + 2 * (lane % 4) - 32 * r;
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(smem_addr(strip) + strip_offset(m, c)), "f"(acc[i]),
-                   "f"(acc[i + 1])
-                   : "memory");
-    }
+    fill_strip(strip, acc, r, w % 4, lane);
     const long long c2 = clock64();
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     const long long c3 = clock64();
@@ -182,13 +187,7 @@ __global__ void __launch_bounds__(kThreads, 1) epilogue_store(const __grid_const
       const long long c1 = clock64();
       uint8_t* strip = strips + (wg * kSlots + r % kSlots) * kStrip;
       if (a.mode != kNoFill) {
-#pragma unroll
-        for (int i = 16 * r; i < 16 * r + 16; i += 2) {
-          const int m = 16 * w + lane / 4 + 8 * ((i / 2) % 2), c = 8 * (i / 4) + 2 * (lane % 4) - 32 * r;
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(smem_addr(strip) + strip_offset(m, c)), "f"(acc[i]),
-                       "f"(acc[i + 1])
-                       : "memory");
-        }
+        fill_strip(strip, acc, r, w, lane);
       }
       const long long c2 = clock64();
       if (a.mode != kNoFence) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

@@ -255,12 +255,33 @@ TEST_F(MegakernelGpu, SiluTablesEqualNumericsForEveryBf16) {
   }
 }
 
-// A lost signal (a debug option skips one task's release) ends in an error naming the wait, within 10 s.
-TEST_F(MegakernelGpu, LostSignalIsAnErrorNotAHang) {
+// The tiny layer on 256 tokens run with `o` (forward, then backward if asked): the error message ("" if none)
+// and the seconds it took.
+struct TimedRun {
+  std::string message;
+  double seconds = 0;
+};
+TimedRun run_tiny_layer(const gpu::MoeOptions& o, bool backward) {
   const LayerSpec spec = shape("tiny", 64, 96, 16, 4, 32);
   RunRequest q = request(spec, 256, "uniform");
   const auto inputs = ref::run_reference(q, ref::ReferenceMode::contract);  // only for its input tensors
-  const gpu::MoeInputs mi = moe_inputs(inputs.ranks[0]);
+  gpu::MoeLayer layer(spec, 256, o);
+  layer.set_inputs(moe_inputs(inputs.ranks[0]));
+  const auto t0 = std::chrono::steady_clock::now();
+  TimedRun r;
+  try {
+    layer.forward();
+    if (backward) layer.backward();
+    layer.synchronize();
+  } catch (const Error& e) {
+    r.message = e.what();
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+// A lost signal (a debug option skips one task's release) ends in an error naming the wait, within 10 s.
+TEST_F(MegakernelGpu, LostSignalIsAnErrorNotAHang) {
   for (int pass = 0; pass < 4; ++pass) {  // forward, backward; with pull, then with push dispatch
     gpu::MoeOptions o;
     o.pull_forward = o.pull_backward = pass < 2;
@@ -268,55 +289,30 @@ TEST_F(MegakernelGpu, LostSignalIsAnErrorNotAHang) {
     o.wait_timeout_s = 1.0;
     SCOPED_TRACE(fmt::format("pass {}, {}", pass % 2 == 0 ? "forward" : "backward", pass < 2 ? "pull" : "push"));
     (pass % 2 == 0 ? o.lose_signal_forward : o.lose_signal_backward) = 0;  // task 0: the shared expert's first tile
-    gpu::MoeLayer layer(spec, 256, o);
-    layer.set_inputs(mi);
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string message;
-    try {
-      layer.forward();
-      if (pass % 2 == 1) layer.backward();
-      layer.synchronize();
-    } catch (const Error& e) {
-      message = e.what();
-    }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(s, 10.0);
-    EXPECT_NE(message.find("timed out"), std::string::npos) << message;
-    EXPECT_NE(message.find(pass % 2 == 0 ? "stage 'down GEMM'" : "d_h done"), std::string::npos) << message;
+    const TimedRun r = run_tiny_layer(o, pass % 2 == 1);
+    EXPECT_LT(r.seconds, 10.0);
+    EXPECT_NE(r.message.find("timed out"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find(pass % 2 == 0 ? "stage 'down GEMM'" : "d_h done"), std::string::npos) << r.message;
   }
 }
 
 // The staggered weight-gradient tiles' go (overwrite mode): a lost go is a named error within the bound, not
 // a hang. Negative control: the same layer without the debug option runs to the end.
 TEST_F(MegakernelGpu, LostWeightGradientGoIsAnErrorNotAHang) {
-  const LayerSpec spec = shape("tiny", 64, 96, 16, 4, 32);
-  RunRequest q = request(spec, 256, "uniform");
-  const auto inputs = ref::run_reference(q, ref::ReferenceMode::contract);  // only for its input tensors
-  const gpu::MoeInputs mi = moe_inputs(inputs.ranks[0]);
   for (bool lose : {false, true}) {
     gpu::MoeOptions o;
     o.accumulate_weight_grads = false;
     o.wait_timeout_s = 1.0;
     o.lose_wgrad_go = lose;
     SCOPED_TRACE(lose ? "go lost" : "negative control");
-    gpu::MoeLayer layer(spec, 256, o);
-    layer.set_inputs(mi);
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string message;
-    try {
-      layer.forward();
-      layer.backward();
-      layer.synchronize();
-    } catch (const Error& e) {
-      message = e.what();
-    }
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+    const TimedRun r = run_tiny_layer(o, true);
+    EXPECT_LT(r.seconds, 10.0);
     if (!lose) {
-      EXPECT_EQ(message, "");
+      EXPECT_EQ(r.message, "");
       continue;
     }
-    EXPECT_NE(message.find("timed out"), std::string::npos) << message;
-    EXPECT_NE(message.find("weight-gradient go"), std::string::npos) << message;
+    EXPECT_NE(r.message.find("timed out"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("weight-gradient go"), std::string::npos) << r.message;
   }
 }
 
