@@ -174,7 +174,8 @@ __device__ __forceinline__ bool wait_shared_at_least(const SyncContext& s, const
                                                      int task, int counter_kind, int counter_index) {
   auto load = [&] {
     int v;
-    asm volatile("ld.acquire.cta.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))) : "memory");
+    const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    asm volatile("ld.acquire.cta.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
     return v;
   };
   int seen = load();
