@@ -14,7 +14,7 @@
 #     few files, so any number of variants comes back as two).
 #   check (after build): digests of every variant's megakernel against the reference (the `base` variant's, or
 #     the first's, `calico run --backend reference`) on CHECK_SPECS ("PRESET T ROUTING CLAMP;...", default
-#     qwen3-30b-a3b 2048 zipf:1.2 1.0) and CHECK_CONFIGS ("DISPATCH COMM_SMS MINIBATCH;...", default push 16 0;
+#     qwen3-30b-a3b 2048 zipf:1.2 1.0) and CHECK_CONFIGS ("DISPATCH COMM_SMS MINIBATCH [ow];...", ow: --weight-grads overwrite; default push 16 0;
 #     pull 16 64): OUT/check.txt, one line per variant and spec, exit 1 on any difference. A quick screen
 #     before the benchmark, not the gate (scripts/gpu.sh runs that on the chosen commit). Each megakernel run
 #     at qwen3 T=2048 takes a few seconds; at deepseek-v3's full size (256 experts) about a minute (its
@@ -64,9 +64,10 @@ case "$1" in
       for dir in .variants/*/; do
         name="$(basename "$dir")"; [ -x "$dir/build-gpu/cli/calico" ] || continue
         for cfg in "${configs[@]}"; do
-          read -r dispatch comm minibatch <<< "$cfg"
+          read -r dispatch comm minibatch wg <<< "$cfg"
+          wgrad=(); [ "${wg:-}" = ow ] && wgrad=(--weight-grads overwrite)  # (variants older than the option fail)
           "$dir/build-gpu/cli/calico" run "${args[@]}" --backend megakernel --dispatch "$dispatch" --comm-sms "$comm" \
-            --minibatch "$minibatch" 2> "$tmp/err.txt" | digests > "$tmp/mk.txt"
+            --minibatch "$minibatch" "${wgrad[@]}" 2> "$tmp/err.txt" | digests > "$tmp/mk.txt"
           same=$(comm -12 <(sort "$tmp/ref.txt") <(sort "$tmp/mk.txt") | wc -l)
           if cmp -s "$tmp/ref.txt" "$tmp/mk.txt"; then r=IDENTICAL; else r="DIFFERENT ($(head -c 300 "$tmp/err.txt"))"; status=1; fi
           echo "$name $spec | $cfg: $r, $same of $(wc -l < "$tmp/ref.txt") tensors" | tee -a "$OUT/check.txt"
