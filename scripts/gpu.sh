@@ -6,7 +6,7 @@
 # and the tensor-core probe for every Hopper instruction. Logs and JSON go to $OUT (default ./gpu-out).
 # CUTLASS/CuTe headers: the device reaches no registry, so the nvidia-cutlass wheel travels in .whl/ (see
 # scripts/install-deps.sh) and is unpacked here.
-# Usage: [MK_TESTS=0] [MK_TIMEOUT=400] [L2PROBE=1] [BENCH=0] [PROFILE=1] [PROBES=0] [SANITIZE=0] [GOLDEN=0] [GATE=0] [REF_SCALING=1]
+# Usage: [MK_TESTS=0] [MK_TIMEOUT=400] [L2PROBE=1] [CONTENTION=1] [BENCH=0] [PROFILE=1] [PROBES=0] [SANITIZE=0] [GOLDEN=0] [GATE=0] [REF_SCALING=1]
 #        bash scripts/gpu.sh [CASES]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -113,6 +113,13 @@ if [ "${L2PROBE:-0}" = 1 ]; then  # TMA loads from L2 / HBM on all SMs (simulato
   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/l2_tma_read simulator/probes/l2_tma_read.cu \
     > "$OUT/l2-probe.txt" 2>&1 && timeout 120 /tmp/l2_tma_read >> "$OUT/l2-probe.txt" 2>&1 || status=1
   tail -3 "$OUT/l2-probe.txt" | tee -a "$OUT/gpu.log"
+fi
+if [ "${CONTENTION:-0}" = 1 ]; then  # a main loop beside one kind of side traffic (simulator/probes/README.md)
+  log "main-loop contention probe"
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/mainloop_contention \
+    simulator/probes/mainloop_contention.cu > "$OUT/contention-probe.txt" 2>&1 &&
+    timeout 120 /tmp/mainloop_contention >> "$OUT/contention-probe.txt" 2>&1 || status=1
+  tail -20 "$OUT/contention-probe.txt" | tee -a "$OUT/gpu.log"
 fi
 probe() {  # name, extra args
   local name="$1"; shift
