@@ -17,6 +17,9 @@
 //              in flight (the kernel's epilogue rounds: both of the above)
 //   st.global  st.global.v4 of registers (the write path without shared memory or the TMA engine)
 //   ld.global  ld.global.v4 from the L2-resident set (the read path beside the TMA loads)
+//   solo       no side traffic, and only consumer warpgroup 0 issues wgmma (half the MACs per k-tile): can one
+//              warpgroup alone keep the tensor cores busy, as a staggered tile assumes while the other one is
+//              in its epilogue? (~half of `none`'s cycles if it can)
 // Per mode and CTA count: the main loop's cycles per k-tile (mean over CTAs) and the side traffic's bytes per
 // clock per SM. Data values are not meaningful (the operands are whatever the set holds): only rates are.
 //
@@ -42,8 +45,8 @@ constexpr int kKtiles = 512;                  // per CTA: ~0.3 ms at the dense r
 constexpr size_t kSetBytes = 8u << 20;        // the loads' L2-resident set (one expert's weights, say)
 constexpr size_t kStoreBytesPerCta = 8u << 20;
 
-enum Mode { kNone, kSmem, kTmaStore, kEpilogue, kStGlobal, kLdGlobal, kModes };
-const char* kModeNames[kModes] = {"none", "smem", "tma-store", "epilogue", "st.global", "ld.global"};
+enum Mode { kNone, kSmem, kTmaStore, kEpilogue, kStGlobal, kLdGlobal, kSolo, kModes };
+const char* kModeNames[kModes] = {"none", "smem", "tma-store", "epilogue", "st.global", "ld.global", "solo"};
 
 struct Args {
   const uint8_t* set;  // kSetBytes
@@ -98,7 +101,7 @@ __device__ __forceinline__ void side_barrier() { asm volatile("bar.sync 1, 96;" 
 // (so all 96 threads leave at the same barrier). Threads without work leave at once (a spin on *done would be
 // shared-memory traffic of its own).
 __device__ unsigned long long side_traffic(const Args& a, uint8_t* side, volatile int* done, int* stop, int st) {
-  if ((a.mode == kTmaStore && st != 0) || a.mode == kNone) return 0;
+  if ((a.mode == kTmaStore && st != 0) || a.mode == kNone || a.mode == kSolo) return 0;
   unsigned long long bytes = 0;
   uint8_t* dst = a.dst + static_cast<size_t>(blockIdx.x) * kStoreBytesPerCta;
   size_t off = 0;
@@ -191,7 +194,8 @@ __global__ void __launch_bounds__(kThreads, 1) contention_kernel(Args a) {
   __shared__ int side_stop;
   const int tid = threadIdx.x;
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 8);
+    const int reader_warps = a.mode == kSolo ? 4 : 8;  // the warps that read (and release) each stage
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], reader_warps);
     *done = 0;
     side_bytes = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -221,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, 1) contention_kernel(Args a) {
     const long long s1 = clock64();
     atomicAdd(&side_bytes, b);
     if (tid == 32) a.stats[blockIdx.x * kStatWords + 2] = static_cast<unsigned long long>(s1 - s0);  // thread 32 works in every mode
-  } else if (tid >= 128) {  // consumers: warpgroup w = 0, 1 reads A rows [64 w, +64) and all of B
+  } else if (tid >= 128 && (a.mode != kSolo || tid < 256)) {  // consumers: warpgroup w reads A rows [64 w, +64), all of B
     const int w = (tid - 128) / 128;
     float acc[128];
 #pragma unroll
@@ -244,7 +248,10 @@ __global__ void __launch_bounds__(kThreads, 1) contention_kernel(Args a) {
     calico::gpu::ptx::wgmma_wait_group<0>();
     if ((tid % 32) == 0) mbar_arrive(&empty[previous]);
     const long long m1 = clock64();
-    asm volatile("bar.sync 2, 256;" ::: "memory");
+    if (a.mode == kSolo)
+      asm volatile("bar.sync 2, 128;" ::: "memory");
+    else
+      asm volatile("bar.sync 2, 256;" ::: "memory");
     if (tid == 128) {
       *done = 1;
       a.stats[blockIdx.x * kStatWords + 0] = static_cast<unsigned long long>(m1 - m0);
