@@ -108,7 +108,8 @@ __device__ unsigned long long side_traffic(const Args& a, uint8_t* side, volatil
   uint32_t sink = 0;
   int slot = 0;
   const int4 v = make_int4(st, 1, 2, 3);
-  while (!*done) {
+  // (epilogue mode: the loop ends only through `stop`, so no thread leaves at a different iteration)
+  while (a.mode == kEpilogue || !*done) {
     switch (a.mode) {
       case kSmem:  // 16 KB written and 16 KB read per pass of the 96 threads
         for (int i = st; i < 1024; i += 96) {
