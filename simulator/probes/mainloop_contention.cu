@@ -20,6 +20,11 @@
 //   solo       no side traffic, and only consumer warpgroup 0 issues wgmma (half the MACs per k-tile): can one
 //              warpgroup alone keep the tensor cores busy, as a staggered tile assumes while the other one is
 //              in its epilogue? (~half of `none`'s cycles if it can)
+// Then the modes none, tma-store and epilogue again with the B operand shared by a 2-CTA cluster (`+mc`):
+// each CTA loads its own A (16 KB) and one half of the pair's B (16 KB), multicast into both CTAs' stages,
+// so a pair reads 64 KB of L2 per k-tile instead of 96 (the lever the thirteenth pass names: at 132 CTAs the
+// loop alone is at the L2's aggregate read rate, and the epilogues' stores take from it); each consumer warp
+// releases a stage in both CTAs (a remote mbarrier arrive), as a multicast into a stage needs both free.
 // Per mode and CTA count: the main loop's cycles per k-tile (mean over CTAs) and the side traffic's bytes per
 // clock per SM. Data values are not meaningful (the operands are whatever the set holds): only rates are.
 //
@@ -52,6 +57,7 @@ struct Args {
   const uint8_t* set;  // kSetBytes
   uint8_t* dst;        // kStoreBytesPerCta per CTA
   int mode;
+  int multicast;  // 1: a 2-CTA cluster shares B by TMA multicast (launched with a cluster dimension of 2)
   unsigned long long* stats;  // per CTA: main-loop cycles, side bytes, side cycles, ns, cycles
 };
 constexpr int kStatWords = 5;
@@ -61,6 +67,20 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// The barrier at the same offset in CTA `rank` of the cluster.
+__device__ __forceinline__ void mbar_arrive_in(uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   uint32_t done = 0;
@@ -196,29 +216,47 @@ __global__ void __launch_bounds__(kThreads, 1) contention_kernel(Args a) {
   const int tid = threadIdx.x;
   if (tid == 0) {
     const int reader_warps = a.mode == kSolo ? 4 : 8;  // the warps that read (and release) each stage
-    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], reader_warps);
+    const int releases = reader_warps * (a.multicast ? 2 : 1);  // multicast: both CTAs' warps release it
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], releases);
     *done = 0;
     side_bytes = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
+  if (a.multicast)
+    cluster_sync();  // the peer's barriers are initialised before its stages or barriers are written
+  else
+    __syncthreads();
   const unsigned long long ns0 = global_ns();
   const long long c0 = clock64();
   if (tid == 0) {  // producer: 48 KB per k-tile from the set (CTAs start at different offsets)
     size_t off = (static_cast<size_t>(blockIdx.x) * 7 * kStageBytes) % (kSetBytes - kStageBytes);
+    // multicast: the pair's B from the same place (its first CTA's offset), each CTA's A from its own
+    size_t b_off = (static_cast<size_t>(blockIdx.x & ~1) * 7 * kStageBytes) % (kSetBytes - kStageBytes);
+    const uint32_t rank = a.multicast ? cluster_rank() : 0;
     for (int kt = 0; kt < kKtiles; ++kt) {
       const int s = kt % kStages;
       mbar_wait(&empty[s], ((kt / kStages) & 1) ^ 1);
       asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&full[s])),
                    "r"(kStageBytes));
       uint8_t* st = stages + s * kStageBytes;
-      for (int part = 0; part < 3; ++part)  // 3 x 16 KB (A, then B's two halves)
+      for (int part = 0; part < 3; ++part) {  // 3 x 16 KB (A, then B's two halves)
+        if (a.multicast && part > 0) {
+          if (part != 1 + static_cast<int>(rank)) continue;  // the peer multicasts the other half
+          asm volatile(
+              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, "
+              "[%3], %4;" ::"r"(smem_addr(st + part * 16384)),
+              "l"(a.set + b_off + part * 16384), "r"(16384), "r"(smem_addr(&full[s])), "h"(static_cast<uint16_t>(3))
+              : "memory");
+          continue;
+        }
         asm volatile(
             "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                 smem_addr(st + part * 16384)),
             "l"(a.set + off + part * 16384), "r"(16384), "r"(smem_addr(&full[s]))
             : "memory");
+      }
       off = (off + kStageBytes) % (kSetBytes - kStageBytes);
+      b_off = (b_off + kStageBytes) % (kSetBytes - kStageBytes);
     }
   } else if (tid >= 32 && tid < 128) {
     const long long s0 = clock64();
@@ -228,6 +266,10 @@ __global__ void __launch_bounds__(kThreads, 1) contention_kernel(Args a) {
     if (tid == 32) a.stats[blockIdx.x * kStatWords + 2] = static_cast<unsigned long long>(s1 - s0);  // thread 32 works in every mode
   } else if (tid >= 128 && (a.mode != kSolo || tid < 256)) {  // consumers: warpgroup w reads A rows [64 w, +64), all of B
     const int w = (tid - 128) / 128;
+    auto release = [&](int stage) {  // multicast: the stage in both CTAs (the peer's producer writes both)
+      mbar_arrive(&empty[stage]);
+      if (a.multicast) mbar_arrive_in(&empty[stage], cluster_rank() ^ 1u);
+    };
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
@@ -243,11 +285,11 @@ __global__ void __launch_bounds__(kThreads, 1) contention_kernel(Args a) {
         wgmma_m64n256k16_bf16(acc, sw128_desc(st + w * 8192, kb), sw128_desc(st + kABytes, kb), 1);
       calico::gpu::ptx::wgmma_commit_group();
       calico::gpu::ptx::wgmma_wait_group<1>();
-      if (previous >= 0 && (tid % 32) == 0) mbar_arrive(&empty[previous]);
+      if (previous >= 0 && (tid % 32) == 0) release(previous);
       previous = s;
     }
     calico::gpu::ptx::wgmma_wait_group<0>();
-    if ((tid % 32) == 0) mbar_arrive(&empty[previous]);
+    if ((tid % 32) == 0) release(previous);
     const long long m1 = clock64();
     if (a.mode == kSolo)
       asm volatile("bar.sync 2, 128;" ::: "memory");
@@ -263,6 +305,7 @@ __global__ void __launch_bounds__(kThreads, 1) contention_kernel(Args a) {
     if (sum == 1.2345f) a.stats[0] = 1;  // keeps the accumulators
   }
   __syncthreads();
+  if (a.multicast) cluster_sync();  // no CTA leaves while its peer may still write its stages or barriers
   if (tid == 0) {
     a.stats[blockIdx.x * kStatWords + 1] = side_bytes;
     a.stats[blockIdx.x * kStatWords + 3] = global_ns() - ns0;
@@ -301,15 +344,44 @@ int main() {
   unsigned long long* stats = nullptr;
   CK(cudaMalloc(&stats, sizeof(unsigned long long) * kStatWords * sms));
   CK(cudaFuncSetAttribute(contention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  printf("%-10s %5s %12s %12s %6s\n", "mode", "CTAs", "cyc/k-tile", "side B/clk", "GHz");
+  printf("%-12s %5s %12s %12s %6s\n", "mode", "CTAs", "cyc/k-tile", "side B/clk", "GHz");
   std::vector<unsigned long long> h(kStatWords * sms);
-  for (int mode = 0; mode < kModes; ++mode) {
-    for (int ctas : {1, 66, sms}) {
-      Args a{set, dst, mode, stats};
-      contention_kernel<<<ctas, kThreads, kSmemBytes>>>(a);  // warm-up
+  {  // how many 2-CTA clusters of this kernel fit at once (a persistent grid of pairs must not exceed it)
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 2;
+    cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(sms & ~1);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cfg.attrs = &cluster;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    CK(cudaOccupancyMaxActiveClusters(&clusters, contention_kernel, &cfg));
+    printf("2-CTA clusters resident at once: %d (%d CTAs)\n", clusters, 2 * clusters);
+  }
+  // (mode, multicast): every mode unicast, then none / tma-store / epilogue with B multicast in CTA pairs
+  std::vector<std::pair<int, int>> runs;
+  for (int mode = 0; mode < kModes; ++mode) runs.push_back({mode, 0});
+  for (int mode : {kNone, kTmaStore, kEpilogue}) runs.push_back({mode, 1});
+  for (const auto& [mode, multicast] : runs) {
+    for (int ctas : {multicast ? 2 : 1, 66, sms & ~1}) {
+      Args a{set, dst, mode, multicast, stats};
+      cudaLaunchAttribute cluster{};
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = multicast ? 2 : 1;
+      cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(ctas);
+      cfg.blockDim = dim3(kThreads);
+      cfg.dynamicSmemBytes = kSmemBytes;
+      cfg.attrs = &cluster;
+      cfg.numAttrs = 1;
+      CK(cudaLaunchKernelEx(&cfg, contention_kernel, a));  // warm-up
       CK(cudaGetLastError());
       CK(cudaMemset(stats, 0, sizeof(unsigned long long) * kStatWords * sms));
-      contention_kernel<<<ctas, kThreads, kSmemBytes>>>(a);
+      CK(cudaLaunchKernelEx(&cfg, contention_kernel, a));
       CK(cudaGetLastError());
       CK(cudaDeviceSynchronize());
       CK(cudaMemcpy(h.data(), stats, sizeof(unsigned long long) * kStatWords * ctas, cudaMemcpyDeviceToHost));
@@ -320,7 +392,9 @@ int main() {
         side_bpc += r[2] ? static_cast<double>(r[1]) / static_cast<double>(r[2]) : 0.0;
         ghz += r[3] ? static_cast<double>(r[4]) / static_cast<double>(r[3]) : 0.0;
       }
-      printf("%-10s %5d %12.0f %12.2f %6.2f\n", kModeNames[mode], ctas, main_cycles / ctas, side_bpc / ctas, ghz / ctas);
+      char name[32];
+      snprintf(name, sizeof(name), "%s%s", kModeNames[mode], multicast ? "+mc" : "");
+      printf("%-12s %5d %12.0f %12.2f %6.2f\n", name, ctas, main_cycles / ctas, side_bpc / ctas, ghz / ctas);
     }
   }
   CK(cudaFree(set));
