@@ -25,6 +25,13 @@
 // so a pair reads 64 KB of L2 per k-tile instead of 96 (the lever the thirteenth pass names: at 132 CTAs the
 // loop alone is at the L2's aggregate read rate, and the epilogues' stores take from it); each consumer warp
 // releases a stage in both CTAs (a remote mbarrier arrive), as a multicast into a stage needs both free.
+// Last, the tile shape itself (`tile128` / `tile192`, no side traffic): every consumer warpgroup holds 128
+// accumulator registers per thread (m64n256), and ptxas allocates one register count for the whole kernel
+// (setmaxnreg does not raise it), so a third consumer warpgroup beside a producer warpgroup (512 threads, 128
+// registers) cannot compile. Without the producer warpgroup, 3 x 128 threads at 168 registers can: thread 0
+// issues the stage loads between its own k-tiles (the pre-warp-specialised Hopper GEMM). A 192 x 256 tile
+// reads 56 KB per 64-deep k-tile for 1.5x the MACs of a 128 x 256 one (48 KB): 29% more MACs per byte that
+// crosses the SMs' L2 path, which every SM running the 128-row loop (the rows above) already fills.
 // Per mode and CTA count: the main loop's cycles per k-tile (mean over CTAs) and the side traffic's bytes per
 // clock per SM. Data values are not meaningful (the operands are whatever the set holds): only rates are.
 //
@@ -313,6 +320,70 @@ __global__ void __launch_bounds__(kThreads, 1) contention_kernel(Args a) {
   }
 }
 
+// The tile-shape rows: kWGs consumer warpgroups (64 rows each) and no producer warpgroup; thread 0 also issues
+// every stage's loads, kStagesT - 1 k-tiles ahead, once all warps released the stage's previous k-tile.
+template <int kWGs>
+struct TileShape {
+  static constexpr int kThreadsT = 128 * kWGs, kStagesT = kWGs == 2 ? 4 : 3;
+  static constexpr int kABytesT = 64 * kWGs * 64 * 2, kStageBytesT = kABytesT + kBBytes;
+  static constexpr int kSmemBytesT = 1024 + kStagesT * kStageBytesT + 256;
+};
+template <int kWGs>
+__global__ void __launch_bounds__(TileShape<kWGs>::kThreadsT, 1) tile_kernel(Args a) {
+  using S = TileShape<kWGs>;
+  extern __shared__ uint8_t raw[];
+  uint8_t* stages = raw + ((1024 - (smem_addr(raw) & 1023)) & 1023);
+  uint64_t* full = reinterpret_cast<uint64_t*>(stages + S::kStagesT * S::kStageBytesT);
+  uint64_t* empty = full + S::kStagesT;
+  const int tid = threadIdx.x, w = tid / 128;
+  if (tid == 0) {
+    for (int s = 0; s < S::kStagesT; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 4 * kWGs);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  size_t off = (static_cast<size_t>(blockIdx.x) * 7 * S::kStageBytesT) % (kSetBytes - S::kStageBytesT);
+  auto load = [&](int kt) {  // thread 0: k-tile kt into its stage, once that stage is free
+    const int s = kt % S::kStagesT;
+    mbar_wait(&empty[s], ((kt / S::kStagesT) & 1) ^ 1);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&full[s])),
+                 "r"(S::kStageBytesT));
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_addr(stages + s * S::kStageBytesT)),
+                 "l"(a.set + off), "r"(S::kStageBytesT), "r"(smem_addr(&full[s]))
+                 : "memory");
+    off = (off + S::kStageBytesT) % (kSetBytes - S::kStageBytesT);
+  };
+  if (tid == 0)
+    for (int kt = 0; kt < S::kStagesT - 1; ++kt) load(kt);
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  int previous = -1;
+  const long long m0 = clock64();
+  for (int kt = 0; kt < kKtiles; ++kt) {
+    const int s = kt % S::kStagesT;
+    mbar_wait(&full[s], (kt / S::kStagesT) & 1);
+    const uint8_t* st = stages + s * S::kStageBytesT;
+    calico::gpu::ptx::wgmma_fence();
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb)
+      wgmma_m64n256k16_bf16(acc, sw128_desc(st + w * 8192, kb), sw128_desc(st + S::kABytesT, kb), 1);
+    calico::gpu::ptx::wgmma_commit_group();
+    calico::gpu::ptx::wgmma_wait_group<1>();
+    if (previous >= 0 && (tid % 32) == 0) mbar_arrive(&empty[previous]);
+    previous = s;
+    // the stage k-tile kt - 1 used takes k-tile kt - 1 + kStagesT (a uniform branch per warp)
+    if (tid == 0 && kt >= 1 && kt - 1 + S::kStagesT < kKtiles) load(kt - 1 + S::kStagesT);
+  }
+  calico::gpu::ptx::wgmma_wait_group<0>();
+  const long long m1 = clock64();
+  if (tid == 0) a.stats[blockIdx.x * kStatWords + 0] = static_cast<unsigned long long>(m1 - m0);
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 128; ++i) sum += acc[i];
+  if (sum == 1.2345f) a.stats[0] = 1;  // keeps the accumulators
+}
+
 // Operands like the kernel's (nonzero bf16 in [-1, 1)), in case the tensor cores' power, and so the clock,
 // depends on the values.
 __global__ void fill_bf16(uint16_t* p, size_t n) {
@@ -397,6 +468,27 @@ int main() {
       printf("%-12s %5d %12.0f %12.2f %6.2f\n", name, ctas, main_cycles / ctas, side_bpc / ctas, ghz / ctas);
     }
   }
+  // the tile-shape rows (main-loop cycles per k-tile of the tile's own rows; tensor-bound: 512 per 64 rows)
+  auto run_tile = [&](auto kernel, int wgs, int threads, int smem) {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    for (int ctas : {1, 66, sms}) {
+      Args a{set, dst, kNone, 0, stats};
+      kernel<<<ctas, threads, smem>>>(a);  // warm-up
+      CK(cudaGetLastError());
+      CK(cudaMemset(stats, 0, sizeof(unsigned long long) * kStatWords * sms));
+      kernel<<<ctas, threads, smem>>>(a);
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      CK(cudaMemcpy(h.data(), stats, sizeof(unsigned long long) * kStatWords * ctas, cudaMemcpyDeviceToHost));
+      double cycles = 0;
+      for (int c = 0; c < ctas; ++c) cycles += static_cast<double>(h[c * kStatWords]) / kKtiles;
+      cycles /= ctas;
+      printf("tile%-8d %5d %12.0f  (%.0f per 128 rows; %.1f B/clk of operands per SM)\n", 64 * wgs, ctas, cycles,
+             cycles * 128.0 / (64.0 * wgs), (64.0 * wgs * 128 + 256 * 128) / cycles);
+    }
+  };
+  run_tile(tile_kernel<2>, 2, TileShape<2>::kThreadsT, TileShape<2>::kSmemBytesT);
+  run_tile(tile_kernel<3>, 3, TileShape<3>::kThreadsT, TileShape<3>::kSmemBytesT);
   CK(cudaFree(set));
   CK(cudaFree(dst));
   CK(cudaFree(stats));
