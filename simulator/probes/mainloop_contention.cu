@@ -321,7 +321,8 @@ __global__ void __launch_bounds__(kThreads, 1) contention_kernel(Args a) {
 }
 
 // The tile-shape rows: kWGs consumer warpgroups (64 rows each) and no producer warpgroup; thread 0 also issues
-// every stage's loads, kStagesT - 1 k-tiles ahead, once all warps released the stage's previous k-tile.
+// every stage's loads: the first kStagesT before the loop, then k-tile kt - 1 + kStagesT into the stage of k-tile
+// kt - 1 once every warp released it.
 template <int kWGs>
 struct TileShape {
   static constexpr int kThreadsT = 128 * kWGs, kStagesT = kWGs == 2 ? 4 : 3;
@@ -354,7 +355,7 @@ __global__ void __launch_bounds__(TileShape<kWGs>::kThreadsT, 1) tile_kernel(Arg
     off = (off + S::kStageBytesT) % (kSetBytes - S::kStageBytesT);
   };
   if (tid == 0)
-    for (int kt = 0; kt < S::kStagesT - 1; ++kt) load(kt);
+    for (int kt = 0; kt < S::kStagesT; ++kt) load(kt);
   float acc[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
@@ -397,6 +398,7 @@ __global__ void fill_bf16(uint16_t* p, size_t n) {
 }  // namespace
 
 int main() {
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe as they are printed (a timeout keeps them)
   int dev = 0, sms = 0;
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
