@@ -14,8 +14,13 @@ tiles not counted: a floor), bf16 activations and weights, fp32 weight gradients
   backward: d_out -> d_y (expert-major, scaled) -> d_h GEMM + SwiGLU backward (reads saved g, u; writes
             d_g, d_u) -> d_x_k -> d_x; router gradient <d_out, y_k>; dW_down = d_y^T h, dW_gate/up = d_g/u^T xp
             (fp32 written; read as well when accumulated).
+A third count, the L2 path (l2_path): the bytes that cross the SMs' path to L2, where every GEMM tile reads
+its operands' K strips again (a weight tile once per m-tile, an activation tile once per column tile), at
+the aggregate rate all SMs get (~10 TB/s on the H200, ~43 B/clk per SM: simulator/probes/README.md). The
+128 x 256 tile's operands alone ask about as much time of it as the tensor cores need; a 192-row tile asks
+22% less (--tile-rows 192; the contention probe's tile192 rows).
 Usage: scripts/floors.py --preset qwen3-30b-a3b --tokens 16384 [--weight-grads overwrite] [--dispatch pull]
-       [--tflops 800] [--hbm-tbs 4.0] [--json FILE]
+       [--tflops 800] [--hbm-tbs 4.0] [--l2-tbs 10] [--tile-rows 128|192] [--json FILE]
        scripts/floors.py --bench bench.jsonl [--tflops 800] [--hbm-tbs 4.0]
          (every megakernel row of a scripts/bench_megakernel.sh file against its floors: measured, the floor
          with perfect overlap, the sum with none, and the share of the smaller floor the kernel hid)
@@ -75,7 +80,40 @@ def phases(p, T, weight_grads="accumulate", dispatch="push"):
     return rows
 
 
-def summarize(rows, tflops, hbm_tbs):
+def operand_bytes(flops, tile_rows, tile_cols=256):
+    """bf16 operand bytes a GEMM of `flops` reads in tiles of tile_rows x tile_cols: a tile reads 2 K
+    (BM + BN) bytes for 2 BM BN K FLOPs (tiles past an edge not counted: a floor)."""
+    return flops * (1 / tile_rows + 1 / tile_cols)
+
+
+# Per GEMM phase, what its tiles' epilogues move besides the operands: (written, other reads) in elements
+# and their sizes, from the same data flow as phases().
+def _epilogue_bytes(p, T, weight_grads):
+    H, I, E, K, Is = p["hidden"], p["intermediate"], p["experts"], p["top_k"], p.get("shared_intermediate", 0)
+    N = T * K
+    dw = 3 * (E * I * H + Is * H) * F32
+    return {
+        "gate/up + SwiGLU": 3 * (N * I + T * Is) * BF16,                      # g, u, h written
+        "down": (N * H + (T * H if Is else 0)) * BF16,                        # y (and y_s) written
+        # saved g, u read; d_g, d_u written; the (silu, grad) table window, 16 KB per 64 columns of 128 rows
+        "d_h + SwiGLU backward": 2 * (N * I + T * Is) * BF16 * 2 + (N * I + T * Is) * 2,
+        "d_x_k": (N * H + (T * H if Is else 0)) * BF16,                       # d_x_k (and d_x_s) written
+        "weight gradients": dw * (2 if weight_grads == "accumulate" else 1),  # dW written (and read)
+    }
+
+
+def l2_path(p, T, weight_grads="accumulate", dispatch="push", tile_rows=128):
+    """[(pass, phase, bytes)] through the SMs' L2 path: a GEMM phase's operand bytes (operand_bytes) plus its
+    epilogues' bytes; a memory-bound phase (dispatch, combine, router gradient) its HBM bytes."""
+    epi = _epilogue_bytes(p, T, weight_grads)
+    out = []
+    for pss, name, flops, nbytes in phases(p, T, weight_grads, dispatch):
+        # (every HBM byte crosses the L2 path too: at small T the weights, read once, outweigh the tiles' count)
+        out.append((pss, name, max(operand_bytes(flops, tile_rows) + epi[name], nbytes) if name in epi else nbytes))
+    return out
+
+
+def summarize(rows, tflops, hbm_tbs, l2=None, l2_tbs=10.0):
     def floor_ms(flops, nbytes):
         return flops / (tflops * 1e12) * 1e3, nbytes / (hbm_tbs * 1e12) * 1e3
     out = {"phases": [], "passes": {}}
@@ -91,11 +129,18 @@ def summarize(rows, tflops, hbm_tbs):
         # phases cannot overlap, so the pass floor is max(compute, HBM) of its totals (perfect overlap).
         out["passes"][pss] = {"flops": f, "bytes": b, "compute_ms": c, "hbm_ms": m,
                               "floor_ms": max(c, m), "no_overlap_ms": c + m}
+    if l2 is not None:  # the L2 path's bytes and time per pass (not part of floor_ms: a measured rate, not a spec)
+        for pss in ("forward", "backward"):
+            b = sum(r[2] for r in l2 if r[0] == pss)
+            out["passes"][pss].update(l2_bytes=b, l2_ms=b / (l2_tbs * 1e12) * 1e3)
     fw, bw = out["passes"]["forward"], out["passes"]["backward"]
     out["passes"]["forward+backward"] = {
         "flops": fw["flops"] + bw["flops"], "bytes": fw["bytes"] + bw["bytes"],
         "compute_ms": fw["compute_ms"] + bw["compute_ms"], "hbm_ms": fw["hbm_ms"] + bw["hbm_ms"],
         "floor_ms": fw["floor_ms"] + bw["floor_ms"], "no_overlap_ms": fw["no_overlap_ms"] + bw["no_overlap_ms"]}
+    if l2 is not None:
+        out["passes"]["forward+backward"].update(l2_bytes=fw["l2_bytes"] + bw["l2_bytes"],
+                                                 l2_ms=fw["l2_ms"] + bw["l2_ms"])
     return out
 
 
@@ -146,11 +191,15 @@ def main(argv=None):
     ap.add_argument("--dispatch", choices=["push", "pull"], default="push", help="the forward's dispatch")
     ap.add_argument("--tflops", type=float, default=800.0, help="dense bf16 rate, TFLOP/s (> 0; default 800)")
     ap.add_argument("--hbm-tbs", type=float, default=4.0, help="HBM bandwidth, TB/s (> 0; default 4.0)")
+    ap.add_argument("--l2-tbs", type=float, default=10.0,
+                    help="the L2 path's aggregate rate with every SM loading, TB/s (> 0; default 10, measured)")
+    ap.add_argument("--tile-rows", type=int, choices=[128, 192], default=128,
+                    help="rows of a GEMM tile (256 columns) for the L2 path's operand bytes (default 128)")
     ap.add_argument("--data-dir", default=os.environ.get("CALICO_DATA_DIR", os.path.join(here, "..", "data")))
     ap.add_argument("--json", help="also write the numbers to this file")
     a = ap.parse_args(argv)
-    if not a.tflops > 0 or not a.hbm_tbs > 0:
-        ap.error(f"--tflops and --hbm-tbs must be > 0, got {a.tflops} and {a.hbm_tbs}")
+    if not a.tflops > 0 or not a.hbm_tbs > 0 or not a.l2_tbs > 0:
+        ap.error(f"--tflops, --hbm-tbs and --l2-tbs must be > 0, got {a.tflops}, {a.hbm_tbs} and {a.l2_tbs}")
     if a.bench:
         if a.preset or a.tokens is not None:
             ap.error("--bench takes the presets and token counts from its rows: no --preset / --tokens")
@@ -166,16 +215,18 @@ def main(argv=None):
     if a.tokens < 1:
         ap.error(f"--tokens must be >= 1, got {a.tokens}")
     p = load_preset(a.preset, a.data_dir)
-    s = summarize(phases(p, a.tokens, a.weight_grads, a.dispatch), a.tflops, a.hbm_tbs)
+    s = summarize(phases(p, a.tokens, a.weight_grads, a.dispatch), a.tflops, a.hbm_tbs,
+                  l2_path(p, a.tokens, a.weight_grads, a.dispatch, a.tile_rows), a.l2_tbs)
     s.update(preset=a.preset, tokens=a.tokens, weight_grads=a.weight_grads, dispatch=a.dispatch,
-             tflops=a.tflops, hbm_tbs=a.hbm_tbs)
+             tflops=a.tflops, hbm_tbs=a.hbm_tbs, l2_tbs=a.l2_tbs, tile_rows=a.tile_rows)
     print(f"{a.preset} T={a.tokens} ({a.dispatch} dispatch, dW {a.weight_grads}; {a.tflops:g} TFLOP/s, {a.hbm_tbs:g} TB/s)")
     print(f"{'pass':9} {'phase':32} {'GFLOP':>9} {'GB':>8} {'compute ms':>11} {'HBM ms':>8}")
     for r in s["phases"]:
         print(f"{r['pass']:9} {r['phase']:32} {r['flops'] / 1e9:9.1f} {r['bytes'] / 1e9:8.2f} {r['compute_ms']:11.3f} {r['hbm_ms']:8.3f}")
     for name, r in s["passes"].items():
         print(f"{name:17}: compute {r['compute_ms']:.2f} ms, HBM {r['hbm_ms']:.2f} ms ({r['bytes'] / 1e9:.2f} GB): "
-              f"floor {r['floor_ms']:.2f} ms with perfect overlap, {r['no_overlap_ms']:.2f} ms with none")
+              f"floor {r['floor_ms']:.2f} ms with perfect overlap, {r['no_overlap_ms']:.2f} ms with none; "
+              f"L2 path {r['l2_ms']:.2f} ms ({r['l2_bytes'] / 1e9:.1f} GB at {a.l2_tbs:g} TB/s, {a.tile_rows} x 256 tiles)")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(s, f, indent=1)

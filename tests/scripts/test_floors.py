@@ -123,6 +123,42 @@ check("a pass's floor is max(compute, HBM) and never above the no-overlap sum",
           for k, r in qs["passes"].items() if k != "forward+backward"))
 
 
+# The L2 path: a GEMM's operand bytes, counted tile by tile (M, N, K multiples of the tile), are
+# operand_bytes(2 M N K); the negative control counts the A strips only.
+def tile_count(M, N, K, bm, bn):
+    return sum(2 * K * (bm + bn) for _ in range(M // bm) for _ in range(N // bn))
+
+
+for bm in (128, 192):
+    M, N, K = 3 * 384, 4 * 256, 640
+    check(f"L2 path: {bm} x 256 operand bytes are the tile-by-tile count",
+          abs(floors.operand_bytes(2 * M * N * K, bm) - tile_count(M, N, K, bm, 256)) < 1e-9 * tile_count(M, N, K, bm, 256))
+    check(f"L2 path: the count sees a formula without the B strips ({bm} rows)",
+          2 * M * N * K / bm != tile_count(M, N, K, bm, 256))
+
+
+# Going from 128- to 192-row tiles changes only the operand term, by the GEMM FLOPs (6 T K H I
+# forward, twice that backward) times 1/128 - 1/192; at qwen3 T=16384 every GEMM phase's tile count exceeds
+# its HBM bytes, so the difference is exact there. Negative control: an L2 count without the weight gradients.
+def l2_diff(l2_fn, p, T):
+    a = sum(r[2] for r in l2_fn(p, T, tile_rows=128))
+    b = sum(r[2] for r in l2_fn(p, T, tile_rows=192))
+    return a - b
+
+
+def l2_without_wgrad(p, T, **kw):
+    return [r for r in floors.l2_path(p, T, **kw) if r[1] != "weight gradients"]
+
+
+q = presets["qwen3-30b-a3b"]
+want = 18 * 16384 * q["top_k"] * q["hidden"] * q["intermediate"] * (1 / 128 - 1 / 192)
+check("L2 path: 192-row tiles save the GEMM FLOPs x (1/128 - 1/192)", abs(l2_diff(floors.l2_path, q, 16384) - want) < 1e-3 * want)
+check("L2 path: the saving check sees a count without the weight gradients",
+      abs(l2_diff(l2_without_wgrad, q, 16384) - want) > 1e-3 * want)
+check("L2 path: never below the HBM bytes of a phase (tiny, T=1: the weights dominate)",
+      all(l2[2] >= hbm[3] for l2, hbm in zip(floors.l2_path(presets["tiny"], 1), floors.phases(presets["tiny"], 1))))
+
+
 def run(*args):
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
 
@@ -139,6 +175,16 @@ r = run("--preset", "tiny", "--tokens", "0")
 check("CLI: --tokens 0 is refused with the allowed range", r.returncode == 2 and "--tokens must be >= 1" in r.stderr)
 r = run("--preset", "tiny", "--tokens", "8", "--hbm-tbs", "0")
 check("CLI: a zero bandwidth is refused", r.returncode == 2 and "must be > 0" in r.stderr)
+r = run("--preset", "tiny", "--tokens", "8", "--l2-tbs", "0")
+check("CLI: a zero L2 rate is refused", r.returncode == 2 and "--l2-tbs" in r.stderr and "must be > 0" in r.stderr)
+r = run("--preset", "tiny", "--tokens", "8", "--tile-rows", "160")
+check("CLI: --tile-rows 160 is refused with the choices", r.returncode == 2 and "192" in r.stderr)
+with tempfile.TemporaryDirectory() as d:
+    out = os.path.join(d, "f.json")
+    r = run("--preset", "qwen3-30b-a3b", "--tokens", "16384", "--tile-rows", "192", "--json", out)
+    j = json.load(open(out)) if r.returncode == 0 else {}
+    check("CLI: the L2 path's time per pass in the JSON and the table",
+          j.get("tile_rows") == 192 and "l2_ms" in j.get("passes", {}).get("forward", {}) and "L2 path" in r.stdout)
 r = run("--preset", "tiny", "--tokens", "8", "--weight-grads", "sometimes")
 check("CLI: a bad --weight-grads lists the choices", r.returncode == 2 and "accumulate" in r.stderr)
 
