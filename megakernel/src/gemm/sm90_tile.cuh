@@ -18,6 +18,7 @@
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cutlass/arch/reg_reconfig.h>
 
+#include "gemm/pipeline_rules.h"
 #include "sync/bounded_wait.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -177,9 +178,11 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 // `after(kt, stage)` may still read the published stage (the consumers only read it, and this thread
 // rewrites it only kStages k-tiles later). The copies of kGatherLag k-tiles stay in flight before the oldest
 // is published. False when a wait failed (the launch is aborting).
-// < kStages: the stage being published never waits for a later one. NOTE: 3 failed on the H200 with an
-// unspecified launch failure in both passes (2026-12-01, branch try/gather-lag3; not diagnosed).
+// NOTE: at most kStages - 2 (gemm/pipeline_rules.h): lag 3 deadlocked on the H200 (2026-12-01, branch
+// try/gather-lag3). Why that ended as an unspecified launch failure rather than the named timeout is not
+// diagnosed (a wait that times out with a gather's cp.async still in flight is the suspect).
 constexpr int kGatherLag = 2;
+static_assert(gather_lag_fits(kGatherLag, kStages), "a gathering producer would deadlock the ring");
 template <bool kGathers, class Issue, class Gather, class Finish, class After>
 __device__ __forceinline__ bool produce_tile(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
                                              uint32_t tma_bytes, int task, int ptid, Issue&& issue,
