@@ -40,7 +40,8 @@ case "$1" in
       git rev-parse --verify --quiet "$ref^{commit}" > /dev/null || { echo "'$ref' is not a commit" >&2; exit 2; }
       rm -rf ".variants/$name"
       mkdir -p ".variants/$name"
-      git archive "$ref" | tar -x -C ".variants/$name"
+      # (without reports/: a build needs none of it, and the device carries at most 64 MiB)
+      git archive "$ref" | tar -x -C ".variants/$name" --anchored --exclude=reports
       echo "$name = $(git log -1 --format='%h %s' "$ref" | cut -c1-100)" | tee ".variants/$name/VARIANT"
     done
     echo "carry: [\".whl\", \".variants\"] ($(du -sh .variants | cut -f1))"
