@@ -113,6 +113,27 @@ __device__ __forceinline__ uint64_t sw128_desc(const uint8_t* base, int kb) {
   d |= static_cast<uint64_t>(1u) << 62;
   return d;
 }
+// One k-tile of a consumer warpgroup: its 64 A rows at `a`, all 256 B rows at `b`, four m64n256k16 steps, the
+// batch before it completed when this returns (one batch in flight, as the kernel's).
+__device__ __forceinline__ void mma_k_tile(float (&acc)[128], const uint8_t* a, const uint8_t* b) {
+  calico::gpu::ptx::wgmma_fence();
+#pragma unroll
+  for (int kb = 0; kb < 4; ++kb) wgmma_m64n256k16_bf16(acc, sw128_desc(a, kb), sw128_desc(b, kb), 1);
+  calico::gpu::ptx::wgmma_commit_group();
+  calico::gpu::ptx::wgmma_wait_group<1>();
+}
+__device__ __forceinline__ void clear_acc(float (&acc)[128]) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+}
+// Keeps the accumulators (and so the wgmma) alive: their values are not meaningful.
+__device__ __forceinline__ void keep_acc(const float (&acc)[128], unsigned long long* sink) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 128; ++i) sum += acc[i];
+  if (sum == 1.2345f) *sink = 1;
+}
+
 __device__ __forceinline__ void bulk_store(void* gmem, const void* smem, int bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem), "r"(smem_addr(smem)),
                "r"(bytes)
@@ -278,20 +299,14 @@ __global__ void __launch_bounds__(kThreads, 1) contention_kernel(Args a) {
       if (a.multicast) mbar_arrive_in(&empty[stage], cluster_rank() ^ 1u);
     };
     float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    clear_acc(acc);
     int previous = -1;
     const long long m0 = clock64();
     for (int kt = 0; kt < kKtiles; ++kt) {
       const int s = kt % kStages;
       mbar_wait(&full[s], (kt / kStages) & 1);
       const uint8_t* st = stages + s * kStageBytes;
-      calico::gpu::ptx::wgmma_fence();
-#pragma unroll
-      for (int kb = 0; kb < 4; ++kb)
-        wgmma_m64n256k16_bf16(acc, sw128_desc(st + w * 8192, kb), sw128_desc(st + kABytes, kb), 1);
-      calico::gpu::ptx::wgmma_commit_group();
-      calico::gpu::ptx::wgmma_wait_group<1>();
+      mma_k_tile(acc, st + w * 8192, st + kABytes);
       if (previous >= 0 && (tid % 32) == 0) release(previous);
       previous = s;
     }
@@ -306,10 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1) contention_kernel(Args a) {
       *done = 1;
       a.stats[blockIdx.x * kStatWords + 0] = static_cast<unsigned long long>(m1 - m0);
     }
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 128; ++i) sum += acc[i];
-    if (sum == 1.2345f) a.stats[0] = 1;  // keeps the accumulators
+    keep_acc(acc, a.stats);
   }
   __syncthreads();
   if (a.multicast) cluster_sync();  // no CTA leaves while its peer may still write its stages or barriers
@@ -357,20 +369,14 @@ __global__ void __launch_bounds__(TileShape<kWGs>::kThreadsT, 1) tile_kernel(Arg
   if (tid == 0)
     for (int kt = 0; kt < S::kStagesT; ++kt) load(kt);
   float acc[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  clear_acc(acc);
   int previous = -1;
   const long long m0 = clock64();
   for (int kt = 0; kt < kKtiles; ++kt) {
     const int s = kt % S::kStagesT;
     mbar_wait(&full[s], (kt / S::kStagesT) & 1);
     const uint8_t* st = stages + s * S::kStageBytesT;
-    calico::gpu::ptx::wgmma_fence();
-#pragma unroll
-    for (int kb = 0; kb < 4; ++kb)
-      wgmma_m64n256k16_bf16(acc, sw128_desc(st + w * 8192, kb), sw128_desc(st + S::kABytesT, kb), 1);
-    calico::gpu::ptx::wgmma_commit_group();
-    calico::gpu::ptx::wgmma_wait_group<1>();
+    mma_k_tile(acc, st + w * 8192, st + S::kABytesT);
     if (previous >= 0 && (tid % 32) == 0) mbar_arrive(&empty[previous]);
     previous = s;
     // the stage k-tile kt - 1 used takes k-tile kt - 1 + kStagesT (a uniform branch per warp)
@@ -379,10 +385,7 @@ __global__ void __launch_bounds__(TileShape<kWGs>::kThreadsT, 1) tile_kernel(Arg
   calico::gpu::ptx::wgmma_wait_group<0>();
   const long long m1 = clock64();
   if (tid == 0) a.stats[blockIdx.x * kStatWords + 0] = static_cast<unsigned long long>(m1 - m0);
-  float sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 128; ++i) sum += acc[i];
-  if (sum == 1.2345f) a.stats[0] = 1;  // keeps the accumulators
+  keep_acc(acc, a.stats);
 }
 
 // Operands like the kernel's (nonzero bf16 in [-1, 1)), in case the tensor cores' power, and so the clock,
