@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -74,8 +75,11 @@ int bench_command(const BenchOptions& o) {
     layer.backward();
   }
   layer.synchronize();
+  // Every iteration too: a median hides drift within a run (clocks under sustained load).
   const float fwd = layer.forward_ms(o.iters);
+  const std::vector<float> fwd_each = layer.last_times_ms();
   const float fwd_bwd = layer.forward_backward_ms(o.iters);
+  const std::vector<float> fwd_bwd_each = layer.last_times_ms();
   const double T = o.tokens, H = spec.hidden, I = spec.intermediate, K = spec.top_k, Is = spec.shared_intermediate;
   const double flops_fwd = 6 * T * K * H * I + 6 * T * H * Is;
   const double tf_fwd = flops_fwd / (fwd * 1e-3) / 1e12, tf_all = 3 * flops_fwd / (fwd_bwd * 1e-3) / 1e12;
@@ -96,6 +100,8 @@ int bench_command(const BenchOptions& o) {
     j["iters"] = o.iters;
     j["forward_ms"] = fwd;
     j["forward_backward_ms"] = fwd_bwd;
+    j["forward_ms_each"] = fwd_each;
+    j["forward_backward_ms_each"] = fwd_bwd_each;
     j["forward_tflops"] = tf_fwd;
     j["forward_backward_tflops"] = tf_all;
     j["device_bytes"] = layer.device_bytes();

@@ -90,8 +90,9 @@ class MoeLayer {
   void synchronize();
   void get_outputs(const MoeOutputs& out);
 
-  float forward_ms(int iterations);           // median-free mean over iterations, CUDA events
+  float forward_ms(int iterations);           // median over iterations (CUDA events, L2 flushed before each)
   float forward_backward_ms(int iterations);
+  std::vector<float> last_times_ms() const;   // each iteration of the last *_ms call, in the order they ran
   size_t device_bytes() const;                // workspace + inputs + outputs
   std::string profile_report();               // with MoeOptions::profile: where the cycles went, per pass
   std::string describe() const;               // grid, roles, tiles

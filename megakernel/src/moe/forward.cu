@@ -15,6 +15,7 @@
 // The device helpers below are compiled out of the non-sm_90a passes (the kernel body is a refusal there).
 #pragma nv_diag_suppress 177
 
+#include "combine/bulk_combine.cuh"
 #include "combine/combine.cuh"
 #include "dispatch/bulk_rows.cuh"
 #include "gemm/epilogue.cuh"
@@ -231,12 +232,24 @@ __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps,
 
 // ---- the combine tail, shared by every CTA once its own queue is done ------------------------------------
 template <class Barrier>
-__device__ void forward_tail(const ForwardParams& p, const FwdPlan& plan, int tid, int nthreads, int* slot,
+__device__ void forward_tail(const ForwardParams& p, const FwdPlan& plan, int tid, int nthreads, GemmSmem& s,
                              Barrier&& barrier) {
+  int* slot = s.task_slot;
   if (tid == 0)
     slot[1] = wait_all(p.sync, p.c_down_total, plan.total_down(), kStageCombine, -1, kCounterDownTotal, 0);
+  fence_proxy_async_shared();  // this thread's generic writes of the stages and strips -> the bulk loads'
   barrier();
   if (!slot[1]) return;
+  if (p.bulk_combine) {  // combine/bulk_combine.cuh: the stages and strips are idle now
+    fence_proxy_async_global();  // thread 0's acquire of the y rows -> this warp's bulk loads of them
+    const int nwarps = nthreads / 32;
+    const auto region = static_cast<uint32_t>(offsetof(GemmSmem, full));
+    const CombineLayout L = combine_layout(p.d.H, p.d.K, p.d.Is > 0, combine_warp_bytes(region, nwarps));
+    bulk_combine_warp(p.sync, combine_warp(reinterpret_cast<uint8_t*>(&s), region, nwarps, tid / 32), L, p.y,
+                      p.sch.token_row, p.router_weights, p.d.Is > 0 ? p.ys : nullptr, p.out, p.d.T, p.d.K, p.d.H,
+                      p.c_tail);
+    return;
+  }
   const int ct = p.combine_tokens, ntasks = ceil_div(p.d.T, ct);
   for (;;) {
     if (tid == 0) slot[0] = atomicAdd(p.c_tail, 1);
@@ -262,7 +275,7 @@ __device__ void forward_comm(const ForwardParams& p, const FwdPlan& plan, GemmSm
     }
     bulk_rows_release(b);
   }
-  if (with_tail) forward_tail(p, plan, threadIdx.x, kThreads, s.task_slot, [] { __syncthreads(); });
+  if (with_tail) forward_tail(p, plan, threadIdx.x, kThreads, s, [] { __syncthreads(); });
 }
 
 __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_constant__ ForwardParams p) {
@@ -277,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
         return (t.kind == kSharedGateUp || t.kind == kRoutedGateUp) ? consume_gateup(p, s, ps, release, t, id, ctid)
                                                                     : consume_down(p, s, ps, release, t, id, ctid);
       },
-      [&](int ctid) { forward_tail(p, plan, ctid, kConsumerThreads, s.task_slot, [] { consumer_barrier(); }); });
+      [&](int ctid) { forward_tail(p, plan, ctid, kConsumerThreads, s, [] { consumer_barrier(); }); });
 #else
   __trap();  // not an sm_90a build: launch_forward refuses other devices first
 #endif

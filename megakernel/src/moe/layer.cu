@@ -5,12 +5,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "calico/error.h"
 #include "calico/numerics.h"
 #include "calico/megakernel_moe.h"
 #include "device_buffer.cuh"
+#include "combine/combine_pieces.h"
 #include "moe/params.cuh"
 #include "schedule/schedule.cuh"
 
@@ -131,9 +135,24 @@ void validate_megakernel_layer(const LayerSpec& spec, int64_t tokens) {
           spec.intermediate);
   require(spec.shared_intermediate % 16 == 0,
           "shared_intermediate (I_s) must be a multiple of 16 for the megakernel, got {}", spec.shared_intermediate);
+  // The bulk combine's slots (combine/bulk_combine.cuh): two per warp of a 12-warp CTA for K (+1) rows of 16 bytes.
+  const mk::CombineLayout combine = mk::combine_layout(
+      spec.hidden, spec.top_k, spec.shared_intermediate > 0,
+      mk::combine_warp_bytes(static_cast<uint32_t>(offsetof(mk::GemmSmem, full)), mk::kThreads / 32));
+  require(combine.slots >= 2, "top_k (K) = {} is too large for the megakernel's combine (its rows do not fit shared memory)",
+          spec.top_k);
   require(tokens >= 1 && tokens * spec.top_k + static_cast<int64_t>(spec.experts) * kBM <= (int64_t{1} << 30),
           "tokens per rank must be in [1, {}] for the megakernel at top-k {}, got {}",
           ((int64_t{1} << 30) - static_cast<int64_t>(spec.experts) * kBM) / spec.top_k, spec.top_k, tokens);
+}
+
+// CALICO_MK_COMBINE=registers selects the register-load combine tail (an A/B knob for the benchmark; the
+// bits are the same either way).
+static int bulk_combine_enabled() {
+  const char* v = std::getenv("CALICO_MK_COMBINE");
+  if (v == nullptr || std::string(v) == "bulk") return 1;
+  require(std::string(v) == "registers", "CALICO_MK_COMBINE must be 'bulk' or 'registers', got '{}'", v);
+  return 0;
 }
 
 struct MoeLayer::Impl {
@@ -267,7 +286,7 @@ struct MoeLayer::Impl {
     mk::SyncContext sync{error, abort_flag, static_cast<uint64_t>(opt.wait_timeout_s * 1e9), 0, profile};
     fp = {};
     fp.d = d, fp.sch = sch, fp.sync = sync;
-    fp.n_comm = opt.comm_ctas_forward, fp.pull = opt.pull_forward, fp.combine_tokens = opt.combine_tokens, fp.skip_signal_task = opt.lose_signal_forward;
+    fp.n_comm = opt.comm_ctas_forward, fp.pull = opt.pull_forward, fp.combine_tokens = opt.combine_tokens, fp.bulk_combine = bulk_combine_enabled(), fp.skip_signal_task = opt.lose_signal_forward;
     fp.x = x, fp.router_weights = rw;
     fp.xp = xp, fp.g = g, fp.u = u, fp.h = h, fp.y = y, fp.gs = gs, fp.us = us, fp.hs = hs, fp.ys = ys, fp.out = out;
     fp.c_dispatched = counters_fwd;
@@ -451,6 +470,7 @@ struct MoeLayer::Impl {
     }
   }
 
+  std::vector<float> last_times;  // median_ms's iterations, in run order
   template <class Body>
   float median_ms(int iterations, Body&& body) {
     require(iterations >= 1 && iterations <= 100000, "iterations must be in [1, 100000], got {}", iterations);
@@ -466,6 +486,7 @@ struct MoeLayer::Impl {
       CALICO_CUDA_CHECK(cudaEventElapsedTime(&t, ev0, ev1));
       ms.push_back(t);
     }
+    last_times = ms;
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
   }
@@ -510,6 +531,7 @@ float MoeLayer::forward_backward_ms(int iterations) {
   });
 }
 size_t MoeLayer::device_bytes() const { return impl_->bytes; }
+std::vector<float> MoeLayer::last_times_ms() const { return impl_->last_times; }
 
 void silu_tables_for_test(float clamp_limit, std::vector<float>& silu, std::vector<float>& silu_of_pairs,
                           std::vector<float>& grad) {

@@ -50,6 +50,7 @@ struct ForwardParams {
   int n_comm = 1;             // CTAs [0, n_comm) move data; the rest compute
   int pull = 0;               // 1: compute CTAs gather x rows themselves (gemm/gather.cuh); 0: comm CTAs dispatch
   int combine_tokens = 16;    // tokens per combine task
+  int bulk_combine = 1;       // 1: the tail by bulk copies (combine/bulk_combine.cuh); 0: combine_tokens
   int skip_signal_task = -1;  // debug: the compute task whose release is skipped (lost-signal test)
   const uint16_t* x = nullptr;             // [T,H]
   const float* router_weights = nullptr;   // [T,K]

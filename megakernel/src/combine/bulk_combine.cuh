@@ -1,0 +1,104 @@
+// The forward's combine tail by bulk copies (the layout and the chain: combine/combine_pieces.h).
+//
+// Why: the register-load combine (combine_tokens) keeps what fits the ~28 KB of L1 that 226 KB of shared
+// memory leaves in flight per SM, ~9 B/clk per SM (qwen3 profile: the tail is ~10% of the forward). Here
+// each warp streams its items through kCombineMaxSlots slots of its share of the (then idle) pipeline
+// stages and strips, ~24 KB per warp in flight, and takes tokens from the tail's ticket counter one at a
+// time, the ticket two tokens ahead and the next token's rows one token ahead (no round trip on the path).
+//
+// NOTE (bits): every output chunk is combine_chunk's chain, the one combine_tokens runs; who computes a
+// token changes nothing.
+#pragma once
+
+#include "combine/combine_pieces.h"
+#include "dispatch/bulk_rows.cuh"
+#include "sync/bounded_wait.cuh"
+
+namespace calico::gpu::mk {
+
+// A warp's share of the tail's shared memory: its slots, then one barrier and one item (token, piece) per slot.
+struct CombineWarp {
+  uint8_t* slots;
+  uint64_t* bar;
+  int2* item;
+};
+
+// The region [base, base + bytes) split among nwarps warps (bytes: the stages and strips, idle in the tail).
+__device__ __forceinline__ CombineWarp combine_warp(uint8_t* base, uint32_t bytes, int nwarps, int warp) {
+  const uint32_t share = combine_warp_bytes(bytes, nwarps);
+  uint8_t* m = base + share * static_cast<uint32_t>(nwarps);
+  return {base + share * static_cast<uint32_t>(warp), reinterpret_cast<uint64_t*>(m) + warp * kCombineMaxSlots,
+          reinterpret_cast<int2*>(m + static_cast<uint32_t>(nwarps) * kCombineMaxSlots * 8u) + warp * kCombineMaxSlots};
+}
+
+// Every lane of a warp; returns false if a wait failed. rows: y [rows, H]; token_row [T, K]; weights [T, K];
+// shared: y_s [T, H] or null; ticket: the tail's counter (tokens). The caller has ordered the rows' writes
+// (acquire + fence.proxy.async) before this warp's bulk loads and left the region idle.
+__device__ __forceinline__ bool bulk_combine_warp(const SyncContext& sc, const CombineWarp& cw, const CombineLayout& L,
+                                                  const uint16_t* rows, const int* __restrict__ token_row,
+                                                  const float* __restrict__ weights, const uint16_t* shared,
+                                                  uint16_t* __restrict__ out, int T, int K, int H, int* ticket) {
+  const int lane = threadIdx.x % 32;
+  const bool with_shared = shared != nullptr;
+  if (lane < L.slots) mbar_init(&cw.bar[lane], 1);
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  __syncwarp();
+  // The issue side's cursor: token `cur` (piece `piece` next), the next token and its row of this lane's k,
+  // and the ticket after it in flight (lane 0's).
+  int pending = lane == 0 ? atomicAdd(ticket, 1) : 0;
+  int next = __shfl_sync(0xffffffffu, pending, 0);
+  int next_row = next < T && lane < K ? __ldg(token_row + static_cast<int64_t>(next) * K + lane) : 0;
+  if (lane == 0 && next < T) pending = atomicAdd(ticket, 1);
+  int cur = -1, cur_row = 0, piece = L.pieces_per_row;
+  auto issue = [&](int i) {  // every lane: item i into slot i % slots (token -1: no more items)
+    const int k = i % L.slots;
+    if (piece == L.pieces_per_row && cur < T) {  // the next token
+      cur = next, cur_row = next_row, piece = 0;
+      if (cur < T) {
+        next = __shfl_sync(0xffffffffu, pending, 0);
+        next_row = next < T && lane < K ? __ldg(token_row + static_cast<int64_t>(next) * K + lane) : 0;
+        if (lane == 0 && next < T) pending = atomicAdd(ticket, 1);
+      }
+    }
+    if (cur >= T) {
+      if (lane == 0) cw.item[k] = make_int2(-1, 0);
+      return;
+    }
+    const uint32_t bytes = combine_piece_bytes(L, H, piece), offset = static_cast<uint32_t>(piece) * L.piece_bytes;
+    if (lane == 0) {
+      cw.item[k] = make_int2(cur, piece);
+      mbar_arrive_expect_tx(&cw.bar[k], bytes * static_cast<uint32_t>(L.rows_per_slot));
+    }
+    __syncwarp();
+    for (int r = lane; r < L.rows_per_slot; r += 32) {  // lane r: row r (the shared row after the K routed ones)
+      // (this lane's k is r on the first pass; K > 32 loads the rest)
+      const int row = r == lane ? cur_row : (r < K ? __ldg(token_row + static_cast<int64_t>(cur) * K + r) : 0);
+      const uint16_t* src = r < K ? rows + static_cast<int64_t>(row) * H : shared + static_cast<int64_t>(cur) * H;
+      bulk_load(cw.slots + static_cast<uint32_t>(k) * L.slot_bytes + static_cast<uint32_t>(r) * L.piece_bytes,
+                reinterpret_cast<const uint8_t*>(src) + offset, bytes, &cw.bar[k]);
+    }
+    ++piece;
+  };
+  for (int i = 0; i < L.slots; ++i) issue(i);
+  __syncwarp();
+  uint32_t phases = 0;
+  for (int i = 0;; ++i) {
+    const int k = i % L.slots;
+    const int2 item = cw.item[k];
+    if (item.x < 0) break;
+    if (!mbar_wait(sc, &cw.bar[k], (phases >> k) & 1u, kStageCombine, item.x, kCounterBulkLoad, item.y)) return false;
+    phases ^= 1u << k;
+    const uint8_t* slot = cw.slots + static_cast<uint32_t>(k) * L.slot_bytes;
+    const uint32_t bytes = combine_piece_bytes(L, H, item.y);
+    uint16_t* dst = out + static_cast<int64_t>(item.x) * H + static_cast<int64_t>(item.y) * (L.piece_bytes / 2);
+    for (uint32_t at = 16u * lane; at < bytes; at += 16u * 32u)
+      *reinterpret_cast<Vec8*>(reinterpret_cast<uint8_t*>(dst) + at) =
+          combine_chunk(slot, L, K, with_shared, weights + static_cast<int64_t>(item.x) * K, at);
+    __syncwarp();  // every lane's reads of the slot are done (their values are in the stores above)
+    issue(i + L.slots);
+    __syncwarp();
+  }
+  return true;
+}
+
+}  // namespace calico::gpu::mk
