@@ -240,8 +240,13 @@ __device__ void forward_tail(const ForwardParams& p, const FwdPlan& plan, int ti
   fence_proxy_async_shared();  // this thread's generic writes of the stages and strips -> the bulk loads'
   barrier();
   if (!slot[1]) return;
-  if (p.bulk_combine) {  // combine/bulk_combine.cuh: the stages and strips are idle now
-    fence_proxy_async_global();  // thread 0's acquire of the y rows -> this warp's bulk loads of them
+  // combine/bulk_combine.cuh, in the stages and strips, idle now: the consumers have waited for every stage
+  // and store of their walk, and a dynamic walk's producer published its end after its last reads. (The static
+  // walk's producer leaves without a word: with pull, its last gathered rows may still be read for the
+  // expert-major copy, so that case keeps the register combine.)
+  if (p.bulk_combine && (p.dynamic_walk || !p.pull)) {
+    (void)ld_acquire_gpu(p.c_down_total);  // this thread's own acquire of the y rows (thread 0 waited for them)
+    fence_proxy_async_global();            // -> this warp's bulk loads of them
     const int nwarps = nthreads / 32;
     const auto region = static_cast<uint32_t>(offsetof(GemmSmem, full));
     const CombineLayout L = combine_layout(p.d.H, p.d.K, p.d.Is > 0, combine_warp_bytes(region, nwarps));
