@@ -291,7 +291,7 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
 // they start from, so it walks the stages without them (pass_tile_stages) and the SM's tensor cores serve the
 // other warpgroup alone (a lone warpgroup runs its k-tile in about half the time of two, megakernel/PROBE.md).
 // The epilogue writes +0 (or nothing) for padding rows either way, so no bit changes.
-__device__ __forceinline__ bool idle_warpgroup(int ctid, int rows) { return rows <= 64 * (ctid / 128); }
+__device__ __forceinline__ bool idle_warpgroup(int ctid, int rows) { return warpgroup_rows_all_padding(ctid / 128, rows); }
 
 // consume_tile for an idle warpgroup: the same waits and releases (each warp releases every stage once),
 // no wgmma; `after_batch(kt)` as there.
