@@ -65,5 +65,29 @@ TEST(PipelineRules, TheOldRuleDisagreesWithTheSimulation) {
   EXPECT_GT(disagreements, 0);
 }
 
+// A warpgroup skips its MMAs exactly when none of its 64 rows is real: counted row by row for tiles of up to
+// four warpgroups and every number of real rows (0: a tile past its segment's last real row).
+int real_rows_of_warpgroup(int wg, int rows) {
+  int real = 0;
+  for (int r = 64 * wg; r < 64 * wg + 64; ++r) real += r < rows;
+  return real;
+}
+
+TEST(PipelineRules, AWarpgroupIsIdleExactlyWhenAllItsRowsArePadding) {
+  for (int wg = 0; wg < 4; ++wg)
+    for (int rows = 0; rows <= 256; ++rows)
+      EXPECT_EQ(warpgroup_rows_all_padding(wg, rows), real_rows_of_warpgroup(wg, rows) == 0)
+          << "warpgroup " << wg << ", " << rows << " real rows";
+}
+
+// Negative control: a rule one row too generous ("rows <= 64 wg + 1") skips a warpgroup whose first row is
+// real, which the row count above catches.
+TEST(PipelineRules, AnIdleRuleOneRowOffSkipsARealRow) {
+  int dropped = 0;
+  for (int wg = 0; wg < 4; ++wg)
+    for (int rows = 0; rows <= 256; ++rows) dropped += (rows <= 64 * wg + 1) != (real_rows_of_warpgroup(wg, rows) == 0);
+  EXPECT_EQ(dropped, 4);  // rows = 64 wg + 1: warpgroup wg's first row is real
+}
+
 }  // namespace
 }  // namespace calico::gpu::mk

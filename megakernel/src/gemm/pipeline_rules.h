@@ -16,4 +16,10 @@ namespace calico::gpu::mk {
 
 CALICO_HD constexpr bool gather_lag_fits(int lag, int stages) { return lag >= 0 && lag + 2 <= stages; }
 
+// Whether consumer warpgroup `wg` of a tile (64 rows each: rows [64 wg, 64 wg + 64)) holds no real row when
+// the tile's first `rows` rows are the real ones (the rest padding, zeros): its MMAs could only add zero
+// products, so it skips them (gemm/sm90_tile.cuh, idle_warpgroup). tests/megakernel/test_pipeline_rules.cpp
+// checks it row by row.
+CALICO_HD constexpr bool warpgroup_rows_all_padding(int wg, int rows) { return rows <= 64 * wg; }
+
 }  // namespace calico::gpu::mk

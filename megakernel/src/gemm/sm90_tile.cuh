@@ -286,6 +286,30 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
   return ok;
 }
 
+// A consumer warpgroup none of whose 64 rows holds a real token (a tile of at most 64 real rows: warpgroup
+// 1; a tile without any: both). Its MMAs would multiply zero rows only, leaving the accumulators at the +0
+// they start from, so it walks the stages without them (pass_tile_stages) and the SM's tensor cores serve the
+// other warpgroup alone (a lone warpgroup runs its k-tile in about half the time of two, megakernel/PROBE.md).
+// The epilogue writes +0 (or nothing) for padding rows either way, so no bit changes.
+__device__ __forceinline__ bool idle_warpgroup(int ctid, int rows) { return warpgroup_rows_all_padding(ctid / 128, rows); }
+
+// consume_tile for an idle warpgroup: the same waits and releases (each warp releases every stage once),
+// no wgmma; `after_batch(kt)` as there.
+template <class AfterBatch>
+__device__ __forceinline__ bool pass_tile_stages(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
+                                                 int task, AfterBatch&& after_batch) {
+  const bool leader = (threadIdx.x % 32) == 0;
+  bool ok = true;
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    ok = mbar_wait(sc, &s.full[ps.stage], ps.phase, kStagePipelineFull, task, kCounterMbarFull, ps.stage) && ok;
+    __syncwarp();  // the leader releases the stage for the whole warp
+    mbar_arrive_if(&s.empty[ps.stage], leader);
+    ps.advance();
+    after_batch(kt);
+  }
+  return ok;
+}
+
 // The m64n256 fp32 accumulator fragment of a consumer thread (CuTe's SM90 GMMA C layout): element i (even)
 // holds columns n0 + 8 * (i / 4) + {0, 1} of row m0 + 8 * ((i / 2) % 2), (m0, n0) being element 0's. Traps
 // if CuTe's layout ever says otherwise (the comparisons fold to constants when it agrees).

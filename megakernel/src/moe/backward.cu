@@ -374,7 +374,7 @@ __device__ __forceinline__ bool produce(const BackwardParams& p, GemmSmem& s, Pi
 // `after_batch(kt)`: besides the deferred release's flush (consume_tile's after_batch).
 template <class Mma, bool AKMajor, bool BKMajor, class Init, class Epilogue, class AfterBatch>
 __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
-                                          int id, int ctid, int k_tiles, int main_slot, Init&& init, Epilogue&& epilogue,
+                                          int id, int ctid, int k_tiles, int rows, int main_slot, Init&& init, Epilogue&& epilogue,
                                           AfterBatch&& after_batch) {
   Mma mma;
   auto thr = mma.get_thread_slice(ctid);
@@ -385,14 +385,17 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
   const long long c0 = clock64();
   init(acc, coord);
   const long long cm = profile_lap(p.sync, kProfCarryIn, c0, ctid);
-  const bool ok = consume_tile(
-      p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
-      [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); },
-      [&, flush = release.flush_after_batch(ctid, k_tiles)](int kt) {
-        flush(kt);
-        after_batch(kt);
-      },
-      kProfFullWaitDgradH + (main_slot - kProfMainDgradH));
+  auto after = [&, flush = release.flush_after_batch(ctid, k_tiles)](int kt) {
+    flush(kt);
+    after_batch(kt);
+  };
+  const bool ok =
+      idle_warpgroup(ctid, rows)
+          ? pass_tile_stages(p.sync, s, ps, k_tiles, id, after)
+          : consume_tile(
+                p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
+                [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); }, after,
+                kProfFullWaitDgradH + (main_slot - kProfMainDgradH));
   if (!ok) return false;
   const long long c1 = profile_lap(p.sync, main_slot, cm, ctid);
   static_assert(kProfMainWgrad - kProfMainDgradH == kProfKtilesWgrad - kProfKtilesDgradH &&
@@ -413,7 +416,7 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
   const int k_tiles = ceil_div(p.d.H, kBK);
   bool saved_ok = true;  // the waits for the saved g / u stages
   const bool ok = wide_tile<MmaDgrad, true, false>(
-      p, s, ps, release, id, ctid, k_tiles, kProfMainDgradH, [](auto& acc, auto&) { clear(acc); },
+      p, s, ps, release, id, ctid, k_tiles, t.rows, kProfMainDgradH, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
         // Rounds 2b and 2b + 1: d_g and d_u of columns [64 b, 64 b + 64), from the saved g and u of stage block
         // b (produce_saved_gu); the d_u words wait in registers for their round.
@@ -490,7 +493,7 @@ __device__ bool consume_dx(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
                            const BwdTask& t, int id, int ctid) {
   const int k_tiles = 2 * ceil_div(t.shared ? p.d.Is : p.d.I, kBK);
   const bool ok = wide_tile<MmaDgrad, true, false>(
-      p, s, ps, release, id, ctid, k_tiles, kProfMainDgradX, [](auto& acc, auto&) { clear(acc); },
+      p, s, ps, release, id, ctid, k_tiles, t.rows, kProfMainDgradX, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
         // Round r: columns [64 r, 64 r + 64). Padding rows hold +0 (their d_g, d_u rows are zeros); the combine
         // never reads them.
@@ -560,7 +563,7 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
     }
   };
   const bool ok = wide_tile<MmaWgrad, false, false>(
-      p, s, ps, release, id, ctid, k_tiles, kProfMainWgrad,
+      p, s, ps, release, id, ctid, k_tiles, kBM, kProfMainWgrad,  // (every row of a weight tile is real)
       [&](auto& acc, auto& coord) {  // the carried-in fp32 accumulator, or +0 (MoeOptions::accumulate_weight_grads)
         if constexpr (!kCarryIn) {
           clear(acc);

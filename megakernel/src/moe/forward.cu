@@ -148,17 +148,20 @@ __device__ bool produce(const ForwardParams& p, GemmSmem& s, PipeState& ps, cons
 // epilogue(acc, coord) with coord the (row, column) of each accumulator element. False if a wait failed.
 template <class Epilogue>
 __device__ __forceinline__ bool wide_tile(const ForwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
-                                          int id, int ctid, int k_tiles, Epilogue&& epilogue) {
+                                          int id, int ctid, int k_tiles, int rows, Epilogue&& epilogue) {
   MmaDown mma;
   auto thr = mma.get_thread_slice(ctid);
   Tensor tA = thr.make_fragment_A(thr.partition_A(smem_tensor<128, true>(&s.a[0][0])));
   Tensor tB = thr.make_fragment_B(thr.partition_B(smem_tensor<256, true>(&s.b[0][0])));
   Tensor acc = partition_fragment_C(mma, Shape<Int<kBM>, Int<kWideN>>{});
   clear(acc);
-  const bool ok = consume_tile(
-      p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
-      [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); },
-      release.flush_after_batch(ctid, k_tiles));
+  const bool ok =
+      idle_warpgroup(ctid, rows)
+          ? pass_tile_stages(p.sync, s, ps, k_tiles, id, release.flush_after_batch(ctid, k_tiles))
+          : consume_tile(
+                p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
+                [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); },
+                release.flush_after_batch(ctid, k_tiles));
   if (!ok) return false;
   epilogue(acc, thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{})));
   return true;
@@ -166,7 +169,7 @@ __device__ __forceinline__ bool wide_tile(const ForwardParams& p, GemmSmem& s, P
 
 __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
                                const FwdTask& t, int id, int ctid) {
-  return wide_tile(p, s, ps, release, id, ctid, ceil_div(p.d.H, kBK), [&](auto& acc, const auto& coord) {
+  return wide_tile(p, s, ps, release, id, ctid, ceil_div(p.d.H, kBK), t.rows, [&](auto& acc, const auto& coord) {
     long long lap = clock64();
     const bool sh = is_shared(t);
     const Clamp clamp = Clamp::of(p.d.has_clamp, p.d.clamp_limit);
@@ -219,7 +222,7 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
 __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps, DeferredRelease& release,
                              const FwdTask& t, int id, int ctid) {
   const bool sh = is_shared(t);
-  return wide_tile(p, s, ps, release, id, ctid, ceil_div(sh ? p.d.Is : p.d.I, kBK), [&](auto& acc, const auto& coord) {
+  return wide_tile(p, s, ps, release, id, ctid, ceil_div(sh ? p.d.Is : p.d.I, kBK), t.rows, [&](auto& acc, const auto& coord) {
     long long lap = clock64();
     // Round r: columns [64 r, 64 r + 64). Routed padding rows hold +0 (their h rows are zeros); the combine
     // never reads them.
