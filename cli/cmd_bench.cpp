@@ -2,6 +2,7 @@
 // iteration (L2 flushed before each), medians after warm-up, TFLOP/s by the layer's FLOP count. Inputs are
 // drawn on the device (values do not matter for speed; bit-exactness is `calico gate`'s job). The PyTorch
 // baseline and the dense-GEMM ceiling run beside it in scripts/bench_megakernel.sh.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -77,15 +78,21 @@ int bench_command(const BenchOptions& o) {
   layer.synchronize();
   // Every iteration too: a median hides drift within a run (clocks under sustained load).
   const float fwd = layer.forward_ms(o.iters);
-  const std::vector<float> fwd_each = layer.last_times_ms();
+  const std::vector<float> fwd_each = layer.last_times_ms(), fwd_mhz = layer.last_clocks_mhz();
   const float fwd_bwd = layer.forward_backward_ms(o.iters);
-  const std::vector<float> fwd_bwd_each = layer.last_times_ms();
+  const std::vector<float> fwd_bwd_each = layer.last_times_ms(), fwd_bwd_mhz = layer.last_clocks_mhz();
   const double T = o.tokens, H = spec.hidden, I = spec.intermediate, K = spec.top_k, Is = spec.shared_intermediate;
   const double flops_fwd = 6 * T * K * H * I + 6 * T * H * Is;
   const double tf_fwd = flops_fwd / (fwd * 1e-3) / 1e12, tf_all = 3 * flops_fwd / (fwd_bwd * 1e-3) / 1e12;
   if (o.profile) std::printf("%s", layer.profile_report().c_str());
   std::printf("%-20s T=%-6d forward %8.3f ms (%6.1f TFLOP/s)   forward+backward %8.3f ms (%6.1f TFLOP/s)   %.2f GB\n",
               spec.name.c_str(), o.tokens, fwd, tf_fwd, fwd_bwd, tf_all, layer.device_bytes() / 1e9);
+  auto median = [](std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0f : v[v.size() / 2];
+  };
+  std::printf("  SM clock (CTA 0, median of the iterations): forward %.0f MHz, forward+backward %.0f MHz\n", median(fwd_mhz),
+              median(fwd_bwd_mhz));
   if (!o.json.empty()) {  // strings escaped by the JSON library; the file appears only when complete
     nlohmann::ordered_json j;
     j["backend"] = "megakernel";
@@ -102,6 +109,8 @@ int bench_command(const BenchOptions& o) {
     j["forward_backward_ms"] = fwd_bwd;
     j["forward_ms_each"] = fwd_each;
     j["forward_backward_ms_each"] = fwd_bwd_each;
+    j["forward_mhz_each"] = fwd_mhz;  // the SM clock of each iteration (the H200 lowers it at its power cap)
+    j["forward_backward_mhz_each"] = fwd_bwd_mhz;
     j["forward_tflops"] = tf_fwd;
     j["forward_backward_tflops"] = tf_all;
     j["device_bytes"] = layer.device_bytes();

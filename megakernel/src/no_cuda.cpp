@@ -48,6 +48,7 @@ float MoeLayer::forward_ms(int) { no_cuda("the megakernel"); }
 float MoeLayer::forward_backward_ms(int) { no_cuda("the megakernel"); }
 size_t MoeLayer::device_bytes() const { return 0; }
 std::vector<float> MoeLayer::last_times_ms() const { return {}; }
+std::vector<float> MoeLayer::last_clocks_mhz() const { return {}; }
 std::string MoeLayer::profile_report() { no_cuda("the megakernel"); }
 std::string MoeLayer::describe() const { return "built without CUDA"; }
 

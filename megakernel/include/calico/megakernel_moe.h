@@ -93,6 +93,7 @@ class MoeLayer {
   float forward_ms(int iterations);           // median over iterations (CUDA events, L2 flushed before each)
   float forward_backward_ms(int iterations);
   std::vector<float> last_times_ms() const;   // each iteration of the last *_ms call, in the order they ran
+  std::vector<float> last_clocks_mhz() const; // and the SM clock each ran at (CTA 0's cycles per ns; power cap)
   size_t device_bytes() const;                // workspace + inputs + outputs
   std::string profile_report();               // with MoeOptions::profile: where the cycles went, per pass
   std::string describe() const;               // grid, roles, tiles

@@ -656,6 +656,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   extern __shared__ uint8_t smem_raw[];
   GemmSmem& s = gemm_smem(smem_raw);
   const BwdPlan plan(p);
+  clock_mark(p.sync, 0);
   run_persistent(
       p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&](bool) { backward_comm(p, plan, s); },
       [&](PipeState& ps, const BwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
@@ -671,6 +672,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
         return ok;
       },
       [](int) {});  // no tail: the router gradient and the combine are side tasks of the walk
+  clock_mark(p.sync, 1);
 #else
   __trap();  // not an sm_90a build: the host refuses other devices first
 #endif

@@ -291,6 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   extern __shared__ uint8_t smem_raw[];
   GemmSmem& s = gemm_smem(smem_raw);
   const FwdPlan plan(p);
+  clock_mark(p.sync, 0);
   run_persistent(
       p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&](bool with_tail) { forward_comm(p, plan, s, with_tail); },
       [&](PipeState& ps, const FwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
@@ -299,6 +300,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
                                                                     : consume_down(p, s, ps, release, t, id, ctid);
       },
       [&](int ctid) { forward_tail(p, plan, ctid, kConsumerThreads, s, [] { consumer_barrier(); }); });
+  clock_mark(p.sync, 1);
 #else
   __trap();  // not an sm_90a build: launch_forward refuses other devices first
 #endif

@@ -177,6 +177,7 @@ struct MoeLayer::Impl {
   size_t n_counters_fwd = 0, n_counters_bwd = 0;
   mk::ErrorRecord* error = nullptr;
   unsigned long long* profile = nullptr;  // [2][kProfSlots]: forward, backward
+  unsigned long long* clocks = nullptr;   // [2][4]: SyncContext::clocks of the forward, the backward
   mk::DeviceSchedule sch;
   mk::ForwardParams fp;
   mk::BackwardParams bp;
@@ -278,12 +279,14 @@ struct MoeLayer::Impl {
       profile = reinterpret_cast<unsigned long long*>(i32(4 * mk::kProfSlots));
       CALICO_CUDA_CHECK(cudaMemset(profile, 0, 16 * mk::kProfSlots));
     }
+    clocks = reinterpret_cast<unsigned long long*>(i32(16));
+    CALICO_CUDA_CHECK(cudaMemset(clocks, 0, 8 * sizeof(unsigned long long)));
     CALICO_CUDA_CHECK(cudaMemset(abort_flag, 0, sizeof(int)));
   }
 
   void build_params() {
     const int T = d.T, H = d.H, I = d.I, Is = d.Is, E = d.E, rows = d.rows_cap;
-    mk::SyncContext sync{error, abort_flag, static_cast<uint64_t>(opt.wait_timeout_s * 1e9), 0, profile};
+    mk::SyncContext sync{error, abort_flag, static_cast<uint64_t>(opt.wait_timeout_s * 1e9), 0, profile, clocks};
     fp = {};
     fp.d = d, fp.sch = sch, fp.sync = sync;
     fp.n_comm = opt.comm_ctas_forward, fp.pull = opt.pull_forward, fp.combine_tokens = opt.combine_tokens, fp.bulk_combine = bulk_combine_enabled(), fp.skip_signal_task = opt.lose_signal_forward;
@@ -319,6 +322,7 @@ struct MoeLayer::Impl {
 
     bp = {};
     bp.d = d, bp.sch = sch, bp.sync = sync;
+    bp.sync.clocks = clocks + 4;
     if (profile) bp.sync.profile = profile + mk::kProfSlots;
     bp.n_comm = opt.comm_ctas_backward, bp.pull_dy = opt.pull_backward, bp.combine_tokens = opt.combine_tokens, bp.skip_signal_task = opt.lose_signal_backward;
     bp.skip_wgrad_go = opt.lose_wgrad_go ? 1 : 0;
@@ -470,14 +474,24 @@ struct MoeLayer::Impl {
     }
   }
 
-  std::vector<float> last_times;  // median_ms's iterations, in run order
+  std::vector<float> last_times, last_mhz;  // median_ms's iterations, in run order
+  // The SM clock of the passes that ran since the marks were cleared: CTA 0's cycles over its nanoseconds.
+  float marked_mhz() {
+    unsigned long long m[8];
+    CALICO_CUDA_CHECK(cudaMemcpy(m, clocks, sizeof(m), cudaMemcpyDeviceToHost));
+    double cycles = 0, ns = 0;
+    for (int pass = 0; pass < 2; ++pass)
+      if (m[4 * pass + 3] > m[4 * pass + 1]) cycles += double(m[4 * pass + 2] - m[4 * pass]), ns += double(m[4 * pass + 3] - m[4 * pass + 1]);
+    return ns > 0 ? static_cast<float>(cycles / ns * 1e3) : 0.0f;
+  }
   template <class Body>
   float median_ms(int iterations, Body&& body) {
     require(iterations >= 1 && iterations <= 100000, "iterations must be in [1, 100000], got {}", iterations);
     if (!l2_flush) l2_flush = std::make_unique<DeviceBuffer<uint8_t>>(size_t{256} << 20);
-    std::vector<float> ms;
+    std::vector<float> ms, mhz;
     for (int i = 0; i < iterations; ++i) {
       CALICO_CUDA_CHECK(cudaMemsetAsync(l2_flush->get(), i & 0xFF, l2_flush->size(), stream));  // cold L2
+      CALICO_CUDA_CHECK(cudaMemsetAsync(clocks, 0, 8 * sizeof(unsigned long long), stream));
       CALICO_CUDA_CHECK(cudaEventRecord(ev0, stream));
       body();
       CALICO_CUDA_CHECK(cudaEventRecord(ev1, stream));
@@ -485,8 +499,9 @@ struct MoeLayer::Impl {
       float t = 0;
       CALICO_CUDA_CHECK(cudaEventElapsedTime(&t, ev0, ev1));
       ms.push_back(t);
+      mhz.push_back(marked_mhz());
     }
-    last_times = ms;
+    last_times = ms, last_mhz = mhz;
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
   }
@@ -532,6 +547,7 @@ float MoeLayer::forward_backward_ms(int iterations) {
 }
 size_t MoeLayer::device_bytes() const { return impl_->bytes; }
 std::vector<float> MoeLayer::last_times_ms() const { return impl_->last_times; }
+std::vector<float> MoeLayer::last_clocks_mhz() const { return impl_->last_mhz; }
 
 void silu_tables_for_test(float clamp_limit, std::vector<float>& silu, std::vector<float>& silu_of_pairs,
                           std::vector<float>& grad) {

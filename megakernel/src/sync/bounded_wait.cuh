@@ -81,10 +81,21 @@ struct SyncContext {
   uint64_t timeout_ns;     // bound of one wait
   int rank;
   unsigned long long* profile;  // [kProfSlots] or null
+  // [4] or null: CTA 0 thread 0's SM clock and global timer (ns) at its start and its end, so the host can
+  // tell the SM clock of each launch (the H200 lowers it under its power cap: calico bench records it).
+  unsigned long long* clocks;
 };
 
 __device__ __forceinline__ void profile_add(const SyncContext& s, int slot, long long cycles) {
   if (s.profile != nullptr) atomicAdd(&s.profile[slot], static_cast<unsigned long long>(cycles));
+}
+__device__ __forceinline__ uint64_t global_timer_ns();
+// CTA 0 thread 0: the clock pair at its start (end = 0) or its end (end = 1).
+__device__ __forceinline__ void clock_mark(const SyncContext& s, int end) {
+  if (s.clocks != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+    s.clocks[2 * end] = static_cast<unsigned long long>(clock64());
+    s.clocks[2 * end + 1] = global_timer_ns();
+  }
 }
 // Consumer thread 0's share of the epilogue slots: cycles from `from` to now into `slot`; returns now.
 __device__ __forceinline__ long long profile_lap(const SyncContext& s, int slot, long long from, int ctid) {
