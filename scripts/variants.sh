@@ -128,6 +128,7 @@ for r in rows:
     name = r['backend'] + (f" {r['dispatch']}" if 'dispatch' in r else "") + (f" {r['task_walk']}" if 'task_walk' in r else "")
     print(f"{r['variant']:16} {name:28} {r['preset']:20} {r['forward_ms']:8.3f} {r['forward_backward_ms']:11.3f}")
 PY
+    python3 scripts/bench_cycles.py "$OUT/variants.jsonl" || status=1  # cycles: the A/B measure under the power cap
     [ $status = 0 ] && rm -f "$OUT"/build-*.log  # kept when something failed
     names=(); for dir in .variants/*/; do [ -d "$OUT/$(basename "$dir")" ] && names+=("$(basename "$dir")"); done
     [ ${#names[@]} -gt 0 ] && tar czf "$OUT/variant-logs.tgz" -C "$OUT" "${names[@]}" && (cd "$OUT" && rm -rf "${names[@]}")
