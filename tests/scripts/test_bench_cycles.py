@@ -3,25 +3,16 @@
 whose answer is known: 2 ms at 1500 MHz is 3 Mcycles), the median is over iterations, rows without clocks are
 named, not guessed; negative control: a row whose clocks were shuffled against its times gives another
 median (so the pairing is what the check sees). Exit 1 on any failure."""
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "scripts", "bench_cycles.py")
-spec = importlib.util.spec_from_file_location("bench_cycles", SCRIPT)
-bc = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bc)
-failures = []
+from script_checks import check, failures, load_script, script_path
 
-
-def check(what, ok):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+SCRIPT = script_path("bench_cycles.py")
+bc = load_script("bench_cycles.py")
 
 
 row = {"preset": "p", "forward_ms_each": [2.0, 2.5, 3.0], "forward_mhz_each": [1500.0, 1200.0, 1000.0],

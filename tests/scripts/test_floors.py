@@ -4,25 +4,16 @@
 (and the fp32 weight gradients) as the constant term; accumulating adds exactly one read of dW; push adds
 exactly one read of the expert-major x copy. Each property check also runs on a deliberately broken table
 (the negative control: the check must fail there). Plus the CLI's bad-input errors. Exit 1 on any failure."""
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "scripts", "floors.py")
-spec = importlib.util.spec_from_file_location("floors", SCRIPT)
-floors = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(floors)
-failures = []
+from script_checks import ROOT, check, failures, load_script, script_path
 
-
-def check(what, ok):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+SCRIPT = script_path("floors.py")
+floors = load_script("floors.py")
 
 
 def totals(phases_fn, p, T, **kw):
