@@ -240,7 +240,7 @@ __device__ void forward_tail(const ForwardParams& p, const FwdPlan& plan, int ti
   int* slot = s.task_slot;
   if (tid == 0)
     slot[1] = wait_all(p.sync, p.c_down_total, plan.total_down(), kStageCombine, -1, kCounterDownTotal, 0);
-  fence_proxy_async_shared();  // this thread's generic writes of the stages and strips, before the bulk loads' into them
+  fence_proxy_async_shared();  // generic writes of the stages and strips before the bulk loads write them
   barrier();
   if (!slot[1]) return;
   // combine/bulk_combine.cuh, in the stages and strips, idle now: the consumers have waited for every stage

@@ -481,7 +481,8 @@ struct MoeLayer::Impl {
     CALICO_CUDA_CHECK(cudaMemcpy(m, clocks, sizeof(m), cudaMemcpyDeviceToHost));
     double cycles = 0, ns = 0;
     for (int pass = 0; pass < 2; ++pass)
-      if (m[4 * pass + 3] > m[4 * pass + 1]) cycles += double(m[4 * pass + 2] - m[4 * pass]), ns += double(m[4 * pass + 3] - m[4 * pass + 1]);
+      if (const unsigned long long* c = m + 4 * pass; c[3] > c[1])  // (start cycles, ns, end cycles, ns)
+        cycles += static_cast<double>(c[2] - c[0]), ns += static_cast<double>(c[3] - c[1]);
     return ns > 0 ? static_cast<float>(cycles / ns * 1e3) : 0.0f;
   }
   template <class Body>
