@@ -270,12 +270,8 @@ __device__ __forceinline__ bool produce(const BackwardParams& p, GemmSmem& s, Pi
   constexpr uint32_t kBytesDgrad = OpK128::kTileBytes + OpMN256::kTileBytes;
   constexpr uint32_t kBytesWgrad = OpMN128::kTileBytes + OpMN256::kTileBytes;
   switch (t.kind) {
-    case kRouter: {  // the pairs' y and d_out rows, k-tile by k-tile (dispatch/router_stages.cuh)
-      const RouterTask r = router_task(p, t);
-      return produce_tile<true>(
-          sc, s, ps, r.k_tiles(), 0, id, ptid, [](int, int, uint64_t*) {},
-          [&](int kt, int st) { router_gather(r, s, st, kt, ptid); }, [](int, int) {}, [](int, int) {});
-    }
+    case kRouter:  // the pairs' y and d_out rows, k-tile by k-tile (dispatch/router_stages.cuh)
+      return router_produce(sc, router_task(p, t), s, ps, id, ptid);
     case kCombine:
       return publish_empty_stage(sc, s, ps, ptid, id, [] {});
     case kDh: {
