@@ -31,36 +31,37 @@ __device__ __forceinline__ CombineWarp combine_warp(uint8_t* base, uint32_t byte
           reinterpret_cast<int2*>(m + static_cast<uint32_t>(nwarps) * kCombineMaxSlots * 8u) + warp * kCombineMaxSlots};
 }
 
-// Every lane of a warp; returns false if a wait failed. rows: y [rows, H]; token_row [T, K]; weights [T, K];
-// shared: y_s [T, H] or null; ticket: the tail's counter (tokens). The caller has ordered the rows' writes
-// (acquire + fence.proxy.async) before this warp's bulk loads and left the region idle.
+// Every lane of a warp; returns false if a wait failed. kWeighted: the forward's chain (weights [T, K]), else
+// the backward's (weights unused). rows: y or d_x_k [rows, H]; token_row [T, K]; shared: y_s or d_x_s [T, H]
+// or null. take(): the warp's next token (every lane, the same value), `end` or more once there is none.
+// stage: the pass's stage for a timed-out wait (kStageCombine, kStageCombineBwd). The
+// caller has ordered the rows' writes (acquire + fence.proxy.async) before this warp's bulk loads and left
+// the region idle.
+template <bool kWeighted, class Take>
 __device__ __forceinline__ bool bulk_combine_warp(const SyncContext& sc, const CombineWarp& cw, const CombineLayout& L,
                                                   const uint16_t* rows, const int* __restrict__ token_row,
                                                   const float* __restrict__ weights, const uint16_t* shared,
-                                                  uint16_t* __restrict__ out, int T, int K, int H, int* ticket) {
+                                                  uint16_t* __restrict__ out, int end, int K, int H, Take&& take,
+                                                  int stage) {
   const int lane = threadIdx.x % 32;
   const bool with_shared = shared != nullptr;
   if (lane < L.slots) mbar_init(&cw.bar[lane], 1);
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   __syncwarp();
-  // The issue side's cursor: token `cur` (piece `piece` next), the next token and its row of this lane's k,
-  // and the ticket after it in flight (lane 0's).
-  int pending = lane == 0 ? atomicAdd(ticket, 1) : 0;
-  int next = __shfl_sync(0xffffffffu, pending, 0);
-  int next_row = next < T && lane < K ? __ldg(token_row + static_cast<int64_t>(next) * K + lane) : 0;
-  if (lane == 0 && next < T) pending = atomicAdd(ticket, 1);
+  // The issue side's cursor: token `cur` (piece `piece` next), and the next token with its row of this lane's k.
+  int next = take();
+  int next_row = next < end && lane < K ? __ldg(token_row + static_cast<int64_t>(next) * K + lane) : 0;
   int cur = -1, cur_row = 0, piece = L.pieces_per_row;
   auto issue = [&](int i) {  // every lane: item i into slot i % slots (token -1: no more items)
     const int k = i % L.slots;
-    if (piece == L.pieces_per_row && cur < T) {  // the next token
+    if (piece == L.pieces_per_row && cur < end) {  // the next token
       cur = next, cur_row = next_row, piece = 0;
-      if (cur < T) {
-        next = __shfl_sync(0xffffffffu, pending, 0);
-        next_row = next < T && lane < K ? __ldg(token_row + static_cast<int64_t>(next) * K + lane) : 0;
-        if (lane == 0 && next < T) pending = atomicAdd(ticket, 1);
+      if (cur < end) {
+        next = take();
+        next_row = next < end && lane < K ? __ldg(token_row + static_cast<int64_t>(next) * K + lane) : 0;
       }
     }
-    if (cur >= T) {
+    if (cur >= end) {
       if (lane == 0) cw.item[k] = make_int2(-1, 0);
       return;
     }
@@ -86,19 +87,47 @@ __device__ __forceinline__ bool bulk_combine_warp(const SyncContext& sc, const C
     const int k = i % L.slots;
     const int2 item = cw.item[k];
     if (item.x < 0) break;
-    if (!mbar_wait(sc, &cw.bar[k], (phases >> k) & 1u, kStageCombine, item.x, kCounterBulkLoad, item.y)) return false;
+    if (!mbar_wait(sc, &cw.bar[k], (phases >> k) & 1u, stage, item.x, kCounterBulkLoad, item.y)) return false;
     phases ^= 1u << k;
     const uint8_t* slot = cw.slots + static_cast<uint32_t>(k) * L.slot_bytes;
     const uint32_t bytes = combine_piece_bytes(L, H, item.y);
     uint16_t* dst = out + static_cast<int64_t>(item.x) * H + static_cast<int64_t>(item.y) * (L.piece_bytes / 2);
     for (uint32_t at = 16u * lane; at < bytes; at += 16u * 32u)
       *reinterpret_cast<Vec8*>(reinterpret_cast<uint8_t*>(dst) + at) =
-          combine_chunk(slot, L, K, with_shared, weights + static_cast<int64_t>(item.x) * K, at);
+          combine_chunk<kWeighted>(slot, L, K, with_shared, kWeighted ? weights + static_cast<int64_t>(item.x) * K : nullptr, at);
     __syncwarp();  // every lane's reads of the slot are done (their values are in the stores above)
     issue(i + L.slots);
     __syncwarp();
   }
+  // No load is in flight now (the end marker follows every issued item): the barriers' memory may be reused
+  // (the backward's combine tasks hand their stages back to the pipeline).
+  if (lane < L.slots) asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(smem_addr(&cw.bar[lane])) : "memory");
+  __syncwarp();
   return true;
 }
+
+// The forward tail's token source: tokens from the ticket counter, each warp's next one taken a token ahead
+// (lane 0's atomic in flight while the warp combines), so no round trip is on the path.
+struct TicketTokens {
+  int* ticket;
+  int end;
+  int pending;
+  __device__ explicit TicketTokens(int* t, int T) : ticket(t), end(T), pending(threadIdx.x % 32 == 0 ? atomicAdd(t, 1) : 0) {}
+  __device__ int operator()() {
+    const int t = __shfl_sync(0xffffffffu, pending, 0);
+    if (threadIdx.x % 32 == 0 && t < end) pending = atomicAdd(ticket, 1);
+    return t;
+  }
+};
+
+// A side task's token source: tokens [t0, end) dealt round the nwarps warps (warp w: t0 + w, + nwarps, ...).
+struct StridedTokens {
+  int next, step;
+  __device__ int operator()() {
+    const int t = next;
+    next += step;
+    return t;
+  }
+};
 
 }  // namespace calico::gpu::mk

@@ -55,8 +55,11 @@ CALICO_HD uint32_t combine_piece_bytes(const CombineLayout& L, int H, int j) {
 }
 
 // One 16-byte output chunk from a filled slot: rows k at slot + k * piece_bytes, the shared row (if any)
-// after them, the chunk at byte `at` of the piece; the forward's chain of calico/reference.h:
-// acc = y_s (or +0); for k = 0..K-1: acc = fmaf(w_k, y_k, acc); bf16(acc).
+// after them, the chunk at byte `at` of the piece; the chains of calico/reference.h (combine/combine.cuh):
+//   forward (kWeighted, w: the token's K weights): acc = y_s (or +0); for k: acc = fmaf(w_k, y_k, acc)
+//   backward (w unused):                           acc = d_x_s (or +0); for k: acc = acc + d_x_k
+// then bf16(acc).
+template <bool kWeighted>
 CALICO_HD Vec8 combine_chunk(const uint8_t* slot, const CombineLayout& L, int K, bool with_shared,
                              const float* __restrict__ w, uint32_t at) {
   float acc[8];
@@ -70,9 +73,14 @@ CALICO_HD Vec8 combine_chunk(const uint8_t* slot, const CombineLayout& L, int K,
   }
   for (int k = 0; k < K; ++k) {
     const Vec8 v = *reinterpret_cast<const Vec8*>(slot + static_cast<uint32_t>(k) * L.piece_bytes + at);
-    const float wk = w[k];
+    if constexpr (kWeighted) {
+      const float wk = w[k];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j] = f32_fma(wk, bf16_to_f32(v.v[j]), acc[j]);
+      for (int j = 0; j < 8; ++j) acc[j] = f32_fma(wk, bf16_to_f32(v.v[j]), acc[j]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] = f32_add(acc[j], bf16_to_f32(v.v[j]));
+    }
   }
   Vec8 o;
 #pragma unroll

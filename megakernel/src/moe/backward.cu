@@ -22,6 +22,7 @@
 // The device helpers below are compiled out of the non-sm_90a passes (the kernel body is a refusal there).
 #pragma nv_diag_suppress 177
 
+#include "combine/bulk_combine.cuh"
 #include "combine/combine.cuh"
 #include "dispatch/bulk_rows.cuh"
 #include "dispatch/router_stages.cuh"
@@ -272,8 +273,10 @@ __device__ __forceinline__ bool produce(const BackwardParams& p, GemmSmem& s, Pi
   switch (t.kind) {
     case kRouter:  // the pairs' y and d_out rows, k-tile by k-tile (dispatch/router_stages.cuh)
       return router_produce(sc, router_task(p, t), s, ps, id, ptid);
-    case kCombine:
-      return publish_empty_stage(sc, s, ps, ptid, id, [] {});
+    case kCombine:  // every stage with bulk copies (the consumers' region), else one
+      for (int i = 0; i < (p.bulk_combine ? kStages : 1); ++i)
+        if (!publish_empty_stage(sc, s, ps, ptid, id, [] {})) return false;
+      return true;
     case kDh: {
       const OpMN256& B = t.shared ? p.tma_wsd_t : p.tma_wd_t;
       const int k_tiles = ceil_div(d.H, kBK);
@@ -604,8 +607,10 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
 
 // ---- side tasks and the communication CTAs --------------------------------------------------------------
 // A side task on the 256 consumer threads. Router gradient: its k-tiles' stages (dispatch/router_stages.cuh),
-// no dependency (d_out and the forward's y). Combine: its empty stage, then after every d_x_k tile (the
-// counter is complete long before most).
+// no dependency (d_out and the forward's y). Combine: its empty stages, then after every d_x_k tile (the
+// counter is complete long before most), the tokens' chains: by bulk copies into the kStages stages it holds
+// (combine/bulk_combine.cuh: the register loads' ~28 KB of L1 in flight kept it at ~14 B/clk per SM), or by
+// combine_tokens with one stage passed through.
 __device__ bool consume_side(const BackwardParams& p, const BwdPlan& plan, GemmSmem& s, PipeState& ps,
                              DeferredRelease& release, const BwdTask& t, int id, int ctid) {
   if (ctid == 0) release.flush();  // before the side task's waits (a combine task waits for every d_x_k tile)
@@ -615,18 +620,46 @@ __device__ bool consume_side(const BackwardParams& p, const BwdPlan& plan, GemmS
     profile_lap(p.sync, kProfSideRouter, c0, ctid);
     return ok;
   }
-  if (!consume_empty_stage(p.sync, s, ps, id)) return false;
+  const PipeState held = ps;
+  if (p.bulk_combine) {
+    for (int i = 0; i < kStages; ++i) {  // held until the chains are done
+      if (!mbar_wait(p.sync, &s.full[ps.stage], ps.phase, kStagePipelineFull, id, kCounterMbarFull, ps.stage)) return false;
+      ps.advance();
+    }
+  } else if (!consume_empty_stage(p.sync, s, ps, id)) {
+    return false;
+  }
   if (ctid == 0) s.task_slot[1] = wait_all(p.sync, p.c_dx_total, plan.total_dx(), kStageCombineBwd, id, kCounterDxTotal, 0);
   consumer_barrier();
   const bool ready = s.task_slot[1] != 0;
   consumer_barrier();  // every thread has read the slot before thread 0 writes it again
   if (!ready) return false;
   const long long c1 = profile_lap(p.sync, kProfSideCombineWait, c0, ctid);
-  const int ct = p.combine_tokens;
-  combine_tokens<false>(p.dx, p.sch.token_row, nullptr, p.d.Is > 0 ? p.dxs : nullptr, p.d_x, t.m * ct,
-                        min(ct, p.d.T - t.m * ct), p.d.K, p.d.H, ctid, kConsumerThreads);
+  const int ct = p.combine_tokens, t0 = t.m * ct, end = min(t0 + ct, p.d.T);
+  const uint16_t* dxs = p.d.Is > 0 ? p.dxs : nullptr;
+  bool ok = true;
+  if (p.bulk_combine) {
+    (void)ld_acquire_gpu(p.c_dx_total);  // this thread's own acquire of the d_x_k rows (thread 0 waited)
+    fence_proxy_async_global();          // -> this warp's bulk loads of them
+    fence_proxy_async_shared();          // this thread's generic accesses of the stages before the bulk loads
+    constexpr int kWarps = kConsumerThreads / 32;
+    constexpr auto kRegion = static_cast<uint32_t>(sizeof(GemmSmem::a) + sizeof(GemmSmem::b));
+    static_assert(offsetof(GemmSmem, b) == sizeof(GemmSmem::a), "the stages are one region");
+    const CombineLayout L = combine_layout(p.d.H, p.d.K, dxs != nullptr, combine_warp_bytes(kRegion, kWarps));
+    const int warp = ctid / 32;
+    ok = bulk_combine_warp<false>(p.sync, combine_warp(reinterpret_cast<uint8_t*>(&s.a[0][0]), kRegion, kWarps, warp),
+                                  L, p.dx, p.sch.token_row, nullptr, dxs, p.d_x, end, p.d.K, p.d.H,
+                                  StridedTokens{t0 + warp, kWarps}, kStageCombineBwd);
+    fence_proxy_async_shared();  // the slots' barriers (generic) before the next TMA writes of the stages
+    __syncwarp();                // every lane's reads of the stages are done
+    PipeState back = held;
+    for (int i = 0; i < kStages; ++i, back.advance()) mbar_arrive_if(&s.empty[back.stage], (threadIdx.x % 32) == 0);
+  } else {
+    combine_tokens<false>(p.dx, p.sch.token_row, nullptr, dxs, p.d_x, t0, end - t0, p.d.K, p.d.H, ctid,
+                          kConsumerThreads);
+  }
   profile_lap(p.sync, kProfSideCombine, c1, ctid);
-  return true;
+  return ok;
 }
 
 __device__ void backward_comm(const BackwardParams& p, const BwdPlan& plan, GemmSmem& s) {

@@ -135,12 +135,18 @@ void validate_megakernel_layer(const LayerSpec& spec, int64_t tokens) {
           spec.intermediate);
   require(spec.shared_intermediate % 16 == 0,
           "shared_intermediate (I_s) must be a multiple of 16 for the megakernel, got {}", spec.shared_intermediate);
-  // The bulk combine's slots (combine/bulk_combine.cuh): two per warp of a 12-warp CTA for K (+1) rows of 16 bytes.
-  const mk::CombineLayout combine = mk::combine_layout(
-      spec.hidden, spec.top_k, spec.shared_intermediate > 0,
+  // The bulk combines' slots (combine/bulk_combine.cuh): two per warp for K (+1) rows of 16 bytes, in the
+  // forward tail (12 warps, the stages and strips) and the backward's combine tasks (8 warps, the stages).
+  const bool shared = spec.shared_intermediate > 0;
+  const mk::CombineLayout tail = mk::combine_layout(
+      spec.hidden, spec.top_k, shared,
       mk::combine_warp_bytes(static_cast<uint32_t>(offsetof(mk::GemmSmem, full)), mk::kThreads / 32));
-  require(combine.slots >= 2, "top_k (K) = {} is too large for the megakernel's combine (its rows do not fit shared memory)",
-          spec.top_k);
+  const mk::CombineLayout side = mk::combine_layout(
+      spec.hidden, spec.top_k, shared,
+      mk::combine_warp_bytes(static_cast<uint32_t>(sizeof(mk::GemmSmem::a) + sizeof(mk::GemmSmem::b)),
+                             mk::kConsumerThreads / 32));
+  require(tail.slots >= 2 && side.slots >= 2,
+          "top_k (K) = {} is too large for the megakernel's combine (its rows do not fit shared memory)", spec.top_k);
   require(tokens >= 1 && tokens * spec.top_k + static_cast<int64_t>(spec.experts) * kBM <= (int64_t{1} << 30),
           "tokens per rank must be in [1, {}] for the megakernel at top-k {}, got {}",
           ((int64_t{1} << 30) - static_cast<int64_t>(spec.experts) * kBM) / spec.top_k, spec.top_k, tokens);
@@ -324,7 +330,7 @@ struct MoeLayer::Impl {
     bp.d = d, bp.sch = sch, bp.sync = sync;
     bp.sync.clocks = clocks + 4;
     if (profile) bp.sync.profile = profile + mk::kProfSlots;
-    bp.n_comm = opt.comm_ctas_backward, bp.pull_dy = opt.pull_backward, bp.combine_tokens = opt.combine_tokens, bp.skip_signal_task = opt.lose_signal_backward;
+    bp.n_comm = opt.comm_ctas_backward, bp.pull_dy = opt.pull_backward, bp.combine_tokens = opt.combine_tokens, bp.bulk_combine = bulk_combine_enabled(), bp.skip_signal_task = opt.lose_signal_backward;
     bp.skip_wgrad_go = opt.lose_wgrad_go ? 1 : 0;
     bp.d_out = d_out;
     bp.xp = xp, bp.g = g, bp.u = u, bp.h = h, bp.y = y, bp.x = x, bp.gs = gs, bp.us = us, bp.hs = hs;

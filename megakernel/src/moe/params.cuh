@@ -75,6 +75,7 @@ struct BackwardParams {
   SiluTables silu;
   int carry_in_wgrad = 1;     // 1: weight-gradient chains start from the carried-in accumulators; 0: from +0
   int combine_tokens = 16;
+  int bulk_combine = 1;       // 1: the d_x combine tasks by bulk copies in the stages they hold; 0: combine_tokens
   int router_pairs = kConsumerThreads;  // (t, k) pairs per router-gradient side task: router_task_pairs(K)
   int skip_signal_task = -1;
   int skip_wgrad_go = 0;  // debug (MoeOptions::lose_wgrad_go)
