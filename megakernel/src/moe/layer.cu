@@ -152,12 +152,14 @@ void validate_megakernel_layer(const LayerSpec& spec, int64_t tokens) {
           ((int64_t{1} << 30) - static_cast<int64_t>(spec.experts) * kBM) / spec.top_k, spec.top_k, tokens);
 }
 
-// CALICO_MK_COMBINE=registers selects the register-load combine tail (an A/B knob for the benchmark; the
-// bits are the same either way).
-static int bulk_combine_enabled() {
+// CALICO_MK_COMBINE=registers selects the register-load combines (the forward tail and the backward's combine
+// tasks), =registers-backward only the backward's: A/B knobs for the benchmark; the bits are the same either way.
+static int bulk_combine_enabled(bool backward) {
   const char* v = std::getenv("CALICO_MK_COMBINE");
   if (v == nullptr || std::string(v) == "bulk") return 1;
-  require(std::string(v) == "registers", "CALICO_MK_COMBINE must be 'bulk' or 'registers', got '{}'", v);
+  if (std::string(v) == "registers-backward") return backward ? 0 : 1;
+  require(std::string(v) == "registers", "CALICO_MK_COMBINE must be 'bulk', 'registers' or 'registers-backward', got '{}'",
+          v);
   return 0;
 }
 
@@ -295,7 +297,7 @@ struct MoeLayer::Impl {
     mk::SyncContext sync{error, abort_flag, static_cast<uint64_t>(opt.wait_timeout_s * 1e9), 0, profile, clocks};
     fp = {};
     fp.d = d, fp.sch = sch, fp.sync = sync;
-    fp.n_comm = opt.comm_ctas_forward, fp.pull = opt.pull_forward, fp.combine_tokens = opt.combine_tokens, fp.bulk_combine = bulk_combine_enabled(), fp.skip_signal_task = opt.lose_signal_forward;
+    fp.n_comm = opt.comm_ctas_forward, fp.pull = opt.pull_forward, fp.combine_tokens = opt.combine_tokens, fp.bulk_combine = bulk_combine_enabled(false), fp.skip_signal_task = opt.lose_signal_forward;
     fp.x = x, fp.router_weights = rw;
     fp.xp = xp, fp.g = g, fp.u = u, fp.h = h, fp.y = y, fp.gs = gs, fp.us = us, fp.hs = hs, fp.ys = ys, fp.out = out;
     fp.c_dispatched = counters_fwd;
@@ -330,7 +332,7 @@ struct MoeLayer::Impl {
     bp.d = d, bp.sch = sch, bp.sync = sync;
     bp.sync.clocks = clocks + 4;
     if (profile) bp.sync.profile = profile + mk::kProfSlots;
-    bp.n_comm = opt.comm_ctas_backward, bp.pull_dy = opt.pull_backward, bp.combine_tokens = opt.combine_tokens, bp.bulk_combine = bulk_combine_enabled(), bp.skip_signal_task = opt.lose_signal_backward;
+    bp.n_comm = opt.comm_ctas_backward, bp.pull_dy = opt.pull_backward, bp.combine_tokens = opt.combine_tokens, bp.bulk_combine = bulk_combine_enabled(true), bp.skip_signal_task = opt.lose_signal_backward;
     bp.skip_wgrad_go = opt.lose_wgrad_go ? 1 : 0;
     bp.d_out = d_out;
     bp.xp = xp, bp.g = g, bp.u = u, bp.h = h, bp.y = y, bp.x = x, bp.gs = gs, bp.us = us, bp.hs = hs;
