@@ -31,6 +31,7 @@ struct BenchOptions {
   std::optional<int> comm_sms;           // unset: 0 with pull, 16 with push
   std::optional<int> comm_sms_backward;  // unset: as --comm-sms
   int ctas = 0;
+  int combine_tokens = 16;
   bool profile = false;
   std::string json;
 };
@@ -40,6 +41,8 @@ int bench_command(const BenchOptions& o) {
   require(o.warmup >= 0 && o.warmup <= 1000, "--warmup must be in [0, 1000], got {}", o.warmup);
   require(o.tokens >= 1 && o.tokens <= (1 << 20), "--tokens must be in [1, {}], got {}", 1 << 20, o.tokens);
   require(o.ctas >= 0 && o.ctas <= 4096, "--ctas must be in [0, 4096] (0 = every SM), got {}", o.ctas);
+  require(o.combine_tokens >= 1 && o.combine_tokens <= 4096, "--combine-tokens must be in [1, 4096], got {}",
+          o.combine_tokens);
   if (!o.json.empty()) check_output_path(o.json, "--json");  // before the work, not after it
   const LayerSpec spec = load_preset(o.preset);
   const Routing routing = make_routing(spec, o.tokens, RoutingSource::parse(o.routing), o.seed);
@@ -67,6 +70,7 @@ int bench_command(const BenchOptions& o) {
   mo.comm_ctas_forward = comm;
   mo.comm_ctas_backward = comm_bwd;
   mo.ctas = o.ctas;
+  mo.combine_tokens = o.combine_tokens;
   mo.profile = o.profile;
   gpu::MoeLayer layer(spec, o.tokens, mo);
   layer.set_random_inputs(routing.topk_experts.data(), routing.router_weights.data(), o.seed);
@@ -104,6 +108,7 @@ int bench_command(const BenchOptions& o) {
     j["weight_grads"] = o.weight_grads;
     j["comm_sms"] = mo.comm_ctas_forward;
     j["comm_sms_backward"] = mo.comm_ctas_backward;
+    j["combine_tokens"] = mo.combine_tokens;
     j["iters"] = o.iters;
     j["forward_ms"] = fwd;
     j["forward_backward_ms"] = fwd_bwd;
@@ -151,6 +156,9 @@ Registrar bench("bench", "Time the megakernel layer (forward, forward + backward
   sub.add_option("--task-walk", o->task_walk,
                  "dynamic: each CTA takes the next task from a counter when ready; static: CTA c takes tasks c, "
                  "c + n, ... (the results are the same bits either way)")
+      ->capture_default_str();
+  sub.add_option("--combine-tokens", o->combine_tokens,
+                 "Tokens per combine task (forward tail, backward d_x combine; results never depend on it)")
       ->capture_default_str();
   sub.add_option("--json", o->json, "Also write the result as JSON here");
   sub.add_flag("--profile", o->profile, "Also print where the SM cycles went (waits per stage, main loops, epilogues)");

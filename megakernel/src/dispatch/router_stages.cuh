@@ -2,17 +2,18 @@
 // p = (t, k) of [p0, p0 + n), one pair per consumer thread, each one fp32 chain over c = 0..H-1 ascending:
 // acc = fmaf(d_out[t, c], y[row(p), c], acc) (calico/reference.h).
 //
-// Why bulk copies: the producer warpgroup's 16-byte cp.async gathers of the same rows moved ~10 bytes per
-// clock per SM (2.34 of 38.0 M backward cycles per qwen3 CTA): register and cp.async loads in flight are
-// capped by the ~28 KB of L1 that the stages leave. Here each producer thread copies whole 128-byte row
-// pieces (one k-tile's 64 columns of a pair's y row or of a token's d_out row) with cp.async.bulk, the copy
-// engine's path, into the rows of dispatch/router_tasks.h's layout, and the consumers read them from shared
-// memory kStages k-tiles behind.
+// Why two copy paths: the producer warpgroup's 16-byte cp.async gathers of the rows moved ~10 bytes per clock
+// per SM (2.32 of 38.0 M backward cycles per qwen3 CTA): cp.async in flight is capped by the ~28 KB of L1
+// the stages leave. Bulk copies of the 128-byte row pieces alone were slower (3.51 M: ~19 cycles per copy of
+// the copy engine). So the first `bulk_rows` pairs' y pieces and every d_out piece go by cp.async.bulk, the
+// other pairs' by cp.async, both into the rows of dispatch/router_tasks.h's layout, and the consumers read
+// them from shared memory kStages k-tiles behind.
 #pragma once
 
 #include "dispatch/bulk_rows.cuh"
 #include "dispatch/router_tasks.h"
 #include "gemm/sm90_tile.cuh"
+#include "sync/bounded_wait.cuh"
 
 namespace calico::gpu::mk {
 
@@ -37,36 +38,48 @@ __device__ __forceinline__ uint8_t* router_dout_row(GemmSmem& s, int stage, int 
   return reinterpret_cast<uint8_t*>(&s.a[stage][0]) + static_cast<uint32_t>(i) * kRouterRowStride;
 }
 
-// The producer warpgroup (ptid): per k-tile, thread ptid copies y rows ptid and ptid + 128 (pairs of the
-// task) and d_out row ptid (tokens of the task), each after its arrive.expect_tx of their bytes on the
-// stage's full barrier (1 + 128 arrivals: thread 0 arrives once more, in place of the TMA thread's). False if
-// a wait failed.
-__device__ __forceinline__ bool router_produce(const SyncContext& sc, const RouterTask& r, GemmSmem& s, PipeState& ps,
-                                               int task, int ptid) {
-  static_assert(kProducerThreads == 128 && router_task_pairs(2) <= 2 * kProducerThreads);
-  const int j1 = ptid + kProducerThreads, nt = r.tokens();
-  // the pairs' rows of y, loaded once for all k-tiles (-1: no such pair)
-  const int row0 = ptid < r.n ? __ldg(r.token_row + r.p0 + ptid) : -1;
-  const int row1 = j1 < r.n ? __ldg(r.token_row + r.p0 + j1) : -1;
-  const bool dout = ptid < nt;
-  const uint32_t copies = (row0 >= 0) + (row1 >= 0) + (dout ? 1u : 0u);
-  for (int kt = 0; kt < r.k_tiles(); ++kt) {
-    if (!mbar_wait(sc, &s.empty[ps.stage], ps.phase ^ 1u, kStagePipelineEmpty, task, kCounterMbarEmpty, ps.stage))
-      return false;
-    uint64_t* full = &s.full[ps.stage];
-    const uint32_t bytes = router_piece_bytes(r.H, kt), offset = static_cast<uint32_t>(kt) * kRouterPieceBytes;
-    mbar_arrive_expect_tx(full, copies * bytes);
-    if (ptid == 0) mbar_arrive(full);
-    const auto* y = reinterpret_cast<const uint8_t*>(r.y);
-    if (row0 >= 0) bulk_load(router_y_row(s, ps.stage, ptid), y + static_cast<int64_t>(row0) * 2 * r.H + offset, bytes, full);
-    if (row1 >= 0) bulk_load(router_y_row(s, ps.stage, j1), y + static_cast<int64_t>(row1) * 2 * r.H + offset, bytes, full);
-    if (dout)
-      bulk_load(router_dout_row(s, ps.stage, ptid),
-                reinterpret_cast<const uint8_t*>(r.d_out) + static_cast<int64_t>(r.t0() + ptid) * 2 * r.H + offset,
-                bytes, full);
-    ps.advance();
+// Producer thread ptid's copies of k-tile kt into `stage` (inside produce_tile's gathering loop: its
+// arrival follows its cp.async). Bulk items b = ptid, ptid + 128, ...: y rows [0, nb), then the tokens' d_out
+// rows, each after this thread's expect_tx of their bytes on the stage's full barrier (so the count never
+// runs ahead of the copies). cp.async: 16-byte chunk ptid % 8 of y rows nb + ptid / 8 + 16 i.
+__device__ __forceinline__ void router_gather(const RouterTask& r, GemmSmem& s, int stage, int kt, int ptid,
+                                              int bulk_rows) {
+  const int nb = min(bulk_rows, r.n), nbulk = nb + r.tokens();
+  const uint32_t bytes = router_piece_bytes(r.H, kt), offset = static_cast<uint32_t>(kt) * kRouterPieceBytes;
+  const auto* y = reinterpret_cast<const uint8_t*>(r.y);
+  uint64_t* full = &s.full[stage];
+  if (ptid < nbulk) mbar_expect_tx(full, bytes * static_cast<uint32_t>((nbulk - 1 - ptid) / kProducerThreads + 1));
+  for (int b = ptid; b < nbulk; b += kProducerThreads) {
+    if (b < nb) {
+      const int row = __ldg(r.token_row + r.p0 + b);
+      bulk_load(router_y_row(s, stage, b), y + static_cast<int64_t>(row) * 2 * r.H + offset, bytes, full);
+    } else {
+      const int i = b - nb;
+      bulk_load(router_dout_row(s, stage, i),
+                reinterpret_cast<const uint8_t*>(r.d_out) + static_cast<int64_t>(r.t0() + i) * 2 * r.H + offset, bytes,
+                full);
+    }
   }
-  return true;
+  const uint32_t c = 16u * static_cast<uint32_t>(ptid % 8);
+  if (c >= bytes) return;  // columns past H: not read by the chains
+  constexpr int kStep = kProducerThreads / 8;
+  // The rows' indices kBatch at a time: one index load was a dependent round trip per copy. Not all at once:
+  // the producer warpgroup runs on 56 registers.
+  constexpr int kBatch = 4;
+#pragma unroll 1
+  for (int j0 = nb + ptid / 8; j0 < r.n; j0 += kBatch * kStep) {
+    int row[kBatch];
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q) {
+      const int j = j0 + q * kStep;
+      row[q] = j < r.n ? __ldg(r.token_row + r.p0 + j) : -1;  // rows are >= 0
+    }
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q)
+      if (row[q] >= 0)
+        cp_async_16(router_y_row(s, stage, j0 + q * kStep) + c, y + static_cast<int64_t>(row[q]) * 2 * r.H + offset + c,
+                    true);
+  }
 }
 
 // Consumer thread ctid (pair p0 + ctid when ctid < n): the chain over every k-tile's stage, each stage

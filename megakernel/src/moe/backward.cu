@@ -271,8 +271,13 @@ __device__ __forceinline__ bool produce(const BackwardParams& p, GemmSmem& s, Pi
   constexpr uint32_t kBytesDgrad = OpK128::kTileBytes + OpMN256::kTileBytes;
   constexpr uint32_t kBytesWgrad = OpMN128::kTileBytes + OpMN256::kTileBytes;
   switch (t.kind) {
-    case kRouter:  // the pairs' y and d_out rows, k-tile by k-tile (dispatch/router_stages.cuh)
-      return router_produce(sc, router_task(p, t), s, ps, id, ptid);
+    case kRouter: {  // the pairs' y and d_out rows, k-tile by k-tile (dispatch/router_stages.cuh)
+      const RouterTask r = router_task(p, t);
+      return produce_tile<true>(
+          sc, s, ps, r.k_tiles(), 0, id, ptid, [](int, int, uint64_t*) {},
+          [&](int kt, int st) { router_gather(r, s, st, kt, ptid, p.router_bulk_rows); }, [](int, int) {},
+          [](int, int) {});
+    }
     case kCombine:  // every stage with bulk copies (the consumers' region), else one
       for (int i = 0; i < (p.bulk_combine ? kStages : 1); ++i)
         if (!publish_empty_stage(sc, s, ps, ptid, id, [] {})) return false;
