@@ -5,7 +5,7 @@
 // Why two copy paths: the producer warpgroup's 16-byte cp.async gathers of the rows moved ~10 bytes per clock
 // per SM (2.32 of 38.0 M backward cycles per qwen3 CTA): cp.async in flight is capped by the ~28 KB of L1
 // the stages leave. Bulk copies of the 128-byte row pieces alone were slower (3.51 M: ~19 cycles per copy of
-// the copy engine). So the first `bulk_rows` pairs' y pieces and every d_out piece go by cp.async.bulk, the
+// the copy engine). So the first kRouterBulkPairs pairs' y pieces and every d_out piece go by cp.async.bulk, the
 // other pairs' by cp.async, both into the rows of dispatch/router_tasks.h's layout, and the consumers read
 // them from shared memory kStages k-tiles behind.
 #pragma once
@@ -38,48 +38,60 @@ __device__ __forceinline__ uint8_t* router_dout_row(GemmSmem& s, int stage, int 
   return reinterpret_cast<uint8_t*>(&s.a[stage][0]) + static_cast<uint32_t>(i) * kRouterRowStride;
 }
 
+// A producer thread's rows of y in one task, loaded once for all its k-tiles (one index load per copy and
+// k-tile, in dependent batches, was ~4 round trips per k-tile). -1: no such pair.
+struct RouterThreadRows {
+  int bulk[2];                        // bulk items ptid and ptid + 128 (items past the bulk pairs: d_out rows)
+  int copy[kRouterCopyRowsPerThread];  // cp.async rows kRouterBulkPairs + ptid / 8 + 16 i
+};
+__device__ __forceinline__ RouterThreadRows router_thread_rows(const RouterTask& r, int ptid) {
+  static_assert(router_task_pairs(2) - kRouterBulkPairs == 16 * kRouterCopyRowsPerThread);
+  RouterThreadRows t;
+  const int nb = min(kRouterBulkPairs, r.n);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int b = ptid + i * kProducerThreads;
+    t.bulk[i] = b < nb ? __ldg(r.token_row + r.p0 + b) : -1;
+  }
+#pragma unroll
+  for (int i = 0; i < kRouterCopyRowsPerThread; ++i) {
+    const int j = kRouterBulkPairs + ptid / 8 + 16 * i;
+    t.copy[i] = j < r.n ? __ldg(r.token_row + r.p0 + j) : -1;
+  }
+  return t;
+}
+
 // Producer thread ptid's copies of k-tile kt into `stage` (inside produce_tile's gathering loop: its
-// arrival follows its cp.async). Bulk items b = ptid, ptid + 128, ...: y rows [0, nb), then the tokens' d_out
-// rows, each after this thread's expect_tx of their bytes on the stage's full barrier (so the count never
-// runs ahead of the copies). cp.async: 16-byte chunk ptid % 8 of y rows nb + ptid / 8 + 16 i.
-__device__ __forceinline__ void router_gather(const RouterTask& r, GemmSmem& s, int stage, int kt, int ptid,
-                                              int bulk_rows) {
-  const int nb = min(bulk_rows, r.n), nbulk = nb + r.tokens();
+// arrival follows its cp.async). Bulk items b = ptid, ptid + 128: y rows [0, nb), then the tokens' d_out
+// rows, after this thread's expect_tx of their bytes on the stage's full barrier (so the count never runs
+// ahead of the copies). cp.async: 16-byte chunk ptid % 8 of the rows after the bulk pairs.
+__device__ __forceinline__ void router_gather(const RouterTask& r, const RouterThreadRows& rows, GemmSmem& s, int stage,
+                                              int kt, int ptid) {
+  static_assert(kRouterBulkPairs + kRouterTokenRows <= 2 * kProducerThreads, "two bulk items per thread at most");
+  const int nb = min(kRouterBulkPairs, r.n), nbulk = nb + r.tokens();
   const uint32_t bytes = router_piece_bytes(r.H, kt), offset = static_cast<uint32_t>(kt) * kRouterPieceBytes;
   const auto* y = reinterpret_cast<const uint8_t*>(r.y);
   uint64_t* full = &s.full[stage];
-  if (ptid < nbulk) mbar_expect_tx(full, bytes * static_cast<uint32_t>((nbulk - 1 - ptid) / kProducerThreads + 1));
-  for (int b = ptid; b < nbulk; b += kProducerThreads) {
+  if (ptid < nbulk) mbar_expect_tx(full, bytes * (ptid + kProducerThreads < nbulk ? 2u : 1u));
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int b = ptid + i * kProducerThreads;
     if (b < nb) {
-      const int row = __ldg(r.token_row + r.p0 + b);
-      bulk_load(router_y_row(s, stage, b), y + static_cast<int64_t>(row) * 2 * r.H + offset, bytes, full);
-    } else {
-      const int i = b - nb;
-      bulk_load(router_dout_row(s, stage, i),
-                reinterpret_cast<const uint8_t*>(r.d_out) + static_cast<int64_t>(r.t0() + i) * 2 * r.H + offset, bytes,
+      bulk_load(router_y_row(s, stage, b), y + static_cast<int64_t>(rows.bulk[i]) * 2 * r.H + offset, bytes, full);
+    } else if (b < nbulk) {
+      const int t = b - nb;
+      bulk_load(router_dout_row(s, stage, t),
+                reinterpret_cast<const uint8_t*>(r.d_out) + static_cast<int64_t>(r.t0() + t) * 2 * r.H + offset, bytes,
                 full);
     }
   }
   const uint32_t c = 16u * static_cast<uint32_t>(ptid % 8);
   if (c >= bytes) return;  // columns past H: not read by the chains
-  constexpr int kStep = kProducerThreads / 8;
-  // The rows' indices kBatch at a time: one index load was a dependent round trip per copy. Not all at once:
-  // the producer warpgroup runs on 56 registers.
-  constexpr int kBatch = 4;
-#pragma unroll 1
-  for (int j0 = nb + ptid / 8; j0 < r.n; j0 += kBatch * kStep) {
-    int row[kBatch];
 #pragma unroll
-    for (int q = 0; q < kBatch; ++q) {
-      const int j = j0 + q * kStep;
-      row[q] = j < r.n ? __ldg(r.token_row + r.p0 + j) : -1;  // rows are >= 0
-    }
-#pragma unroll
-    for (int q = 0; q < kBatch; ++q)
-      if (row[q] >= 0)
-        cp_async_16(router_y_row(s, stage, j0 + q * kStep) + c, y + static_cast<int64_t>(row[q]) * 2 * r.H + offset + c,
-                    true);
-  }
+  for (int i = 0; i < kRouterCopyRowsPerThread; ++i)
+    if (rows.copy[i] >= 0)
+      cp_async_16(router_y_row(s, stage, kRouterBulkPairs + ptid / 8 + 16 * i) + c,
+                  y + static_cast<int64_t>(rows.copy[i]) * 2 * r.H + offset + c, true);
 }
 
 // Consumer thread ctid (pair p0 + ctid when ctid < n): the chain over every k-tile's stage, each stage

@@ -26,6 +26,14 @@ constexpr int kRouterMaxPairs = 256;                                            
 // K = 1 (one token per pair).
 CALICO_HD constexpr int router_task_pairs(int K) { return K == 1 ? 112 : 224; }
 
+// Of a task's pairs, the first kRouterBulkPairs have their y pieces copied by cp.async.bulk, the others by
+// 16-byte cp.async (dispatch/router_stages.cuh): measured on qwen3 (2026-12-03, cycles of forward +
+// backward): 0 / 32 / 64 / 96 / 224 bulk pairs gave 12.69 / 12.67 / 12.66 / 12.59 / 12.95 Mcycles.
+constexpr int kRouterBulkPairs = 96;
+// cp.async rows per producer thread (128 threads, 8 per 128-byte piece): 8.
+constexpr int kRouterCopyRowsPerThread = (224 - kRouterBulkPairs) / 16;
+static_assert((224 - kRouterBulkPairs) % 16 == 0, "the cp.async rows are whole rounds of the producer's threads");
+
 // Tokens spanned by pairs [p0, p0 + n) (n >= 1): t(p) = p / K.
 CALICO_HD int router_task_tokens(int p0, int n, int K) { return (p0 + n - 1) / K - p0 / K + 1; }
 

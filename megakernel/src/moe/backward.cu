@@ -273,10 +273,10 @@ __device__ __forceinline__ bool produce(const BackwardParams& p, GemmSmem& s, Pi
   switch (t.kind) {
     case kRouter: {  // the pairs' y and d_out rows, k-tile by k-tile (dispatch/router_stages.cuh)
       const RouterTask r = router_task(p, t);
+      const RouterThreadRows rows = router_thread_rows(r, ptid);
       return produce_tile<true>(
           sc, s, ps, r.k_tiles(), 0, id, ptid, [](int, int, uint64_t*) {},
-          [&](int kt, int st) { router_gather(r, s, st, kt, ptid, p.router_bulk_rows); }, [](int, int) {},
-          [](int, int) {});
+          [&](int kt, int st) { router_gather(r, rows, s, st, kt, ptid); }, [](int, int) {}, [](int, int) {});
     }
     case kCombine:  // every stage with bulk copies (the consumers' region), else one
       for (int i = 0; i < (p.bulk_combine ? kStages : 1); ++i)

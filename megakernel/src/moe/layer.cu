@@ -15,7 +15,6 @@
 #include "calico/megakernel_moe.h"
 #include "device_buffer.cuh"
 #include "combine/combine_pieces.h"
-#include "dispatch/router_tasks.h"
 #include "moe/params.cuh"
 #include "schedule/schedule.cuh"
 
@@ -162,18 +161,6 @@ static int bulk_combine_enabled(bool backward) {
   require(std::string(v) == "registers", "CALICO_MK_COMBINE must be 'bulk', 'registers' or 'registers-backward', got '{}'",
           v);
   return 0;
-}
-
-// CALICO_MK_ROUTER_BULK_ROWS: of each router-gradient task's pairs, how many have their y rows copied by bulk
-// copies (the rest by cp.async; dispatch/router_stages.cuh). A tuning knob; the bits are the same either way.
-static int router_bulk_rows() {
-  const char* v = std::getenv("CALICO_MK_ROUTER_BULK_ROWS");
-  if (v == nullptr) return 64;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  require(*v != '\0' && *end == '\0' && n >= 0 && n <= mk::kRouterMaxPairs,
-          "CALICO_MK_ROUTER_BULK_ROWS must be an integer in [0, {}], got '{}'", mk::kRouterMaxPairs, v);
-  return static_cast<int>(n);
 }
 
 struct MoeLayer::Impl {
@@ -375,7 +362,6 @@ struct MoeLayer::Impl {
     bp.tma_u = rows_as_k_major<128>(u, rows, I);
     bp.carry_in_wgrad = opt.accumulate_weight_grads;
     bp.router_pairs = mk::router_task_pairs(d.K);
-    bp.router_bulk_rows = router_bulk_rows();
     bp.st_dg = store_rows<mk::bf16_t>(dg, rows, I);
     bp.st_du = store_rows<mk::bf16_t>(du, rows, I);
     bp.st_dx = store_rows<mk::bf16_t>(dx, rows, H);

@@ -77,7 +77,6 @@ struct BackwardParams {
   int combine_tokens = 16;
   int bulk_combine = 1;       // 1: the d_x combine tasks by bulk copies in the stages they hold; 0: combine_tokens
   int router_pairs = kConsumerThreads;  // (t, k) pairs per router-gradient side task: router_task_pairs(K)
-  int router_bulk_rows = 64;  // of a router task's pairs, the first ones whose y rows go by bulk copies
   int skip_signal_task = -1;
   int skip_wgrad_go = 0;  // debug (MoeOptions::lose_wgrad_go)
   const uint16_t* d_out = nullptr;  // [T,H]
