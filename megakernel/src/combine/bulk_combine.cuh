@@ -16,24 +16,32 @@
 
 namespace calico::gpu::mk {
 
-// A warp's share of the tail's shared memory: its slots, then one barrier and one item (token, piece) per slot.
+// A warp's share of the combine's shared memory: its slots, then one barrier and one item (token, piece) per
+// slot. own_bars: the barriers are in the region too, set up here and invalidated at the end (the forward
+// tail); else they are the caller's, set up once, their phases carried from one call to the next in `phases`
+// (the backward's combine tasks: GemmSmem::combine_bar).
 struct CombineWarp {
   uint8_t* slots;
   uint64_t* bar;
   int2* item;
+  bool own_bars;
 };
 
 // The region [base, base + bytes) split among nwarps warps (bytes: the stages and strips, idle in the tail).
-__device__ __forceinline__ CombineWarp combine_warp(uint8_t* base, uint32_t bytes, int nwarps, int warp) {
+__device__ __forceinline__ CombineWarp combine_warp(uint8_t* base, uint32_t bytes, int nwarps, int warp,
+                                                    uint64_t* bars = nullptr) {
   const uint32_t share = combine_warp_bytes(bytes, nwarps);
   uint8_t* m = base + share * static_cast<uint32_t>(nwarps);
-  return {base + share * static_cast<uint32_t>(warp), reinterpret_cast<uint64_t*>(m) + warp * kCombineMaxSlots,
-          reinterpret_cast<int2*>(m + static_cast<uint32_t>(nwarps) * kCombineMaxSlots * 8u) + warp * kCombineMaxSlots};
+  uint64_t* own = reinterpret_cast<uint64_t*>(m) + warp * kCombineMaxSlots;
+  return {base + share * static_cast<uint32_t>(warp), bars != nullptr ? bars : own,
+          reinterpret_cast<int2*>(m + static_cast<uint32_t>(nwarps) * kCombineMaxSlots * 8u) + warp * kCombineMaxSlots,
+          bars == nullptr};
 }
 
 // Every lane of a warp; returns false if a wait failed. kWeighted: the forward's chain (weights [T, K]), else
 // the backward's (weights unused). rows: y or d_x_k [rows, H]; token_row [T, K]; shared: y_s or d_x_s [T, H]
 // or null. take(): the warp's next token (every lane, the same value), `end` or more once there is none.
+// phases: the parity of each slot barrier's next phase (bit k; 0 for barriers just set up), updated.
 // stage: the pass's stage for a timed-out wait (kStageCombine, kStageCombineBwd). The
 // caller has ordered the rows' writes (acquire + fence.proxy.async) before this warp's bulk loads and left
 // the region idle.
@@ -42,11 +50,13 @@ __device__ __forceinline__ bool bulk_combine_warp(const SyncContext& sc, const C
                                                   const uint16_t* rows, const int* __restrict__ token_row,
                                                   const float* __restrict__ weights, const uint16_t* shared,
                                                   uint16_t* __restrict__ out, int end, int K, int H, Take&& take,
-                                                  int stage) {
+                                                  int stage, uint32_t& phases) {
   const int lane = threadIdx.x % 32;
   const bool with_shared = shared != nullptr;
-  if (lane < L.slots) mbar_init(&cw.bar[lane], 1);
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  if (cw.own_bars) {
+    if (lane < L.slots) mbar_init(&cw.bar[lane], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
   __syncwarp();
   // The issue side's cursor: token `cur` (piece `piece` next), and the next token with its row of this lane's k.
   int next = take();
@@ -82,7 +92,6 @@ __device__ __forceinline__ bool bulk_combine_warp(const SyncContext& sc, const C
   };
   for (int i = 0; i < L.slots; ++i) issue(i);
   __syncwarp();
-  uint32_t phases = 0;
   for (int i = 0;; ++i) {
     const int k = i % L.slots;
     const int2 item = cw.item[k];
@@ -99,9 +108,9 @@ __device__ __forceinline__ bool bulk_combine_warp(const SyncContext& sc, const C
     issue(i + L.slots);
     __syncwarp();
   }
-  // No load is in flight now (the end marker follows every issued item): the barriers' memory may be reused
-  // (the backward's combine tasks hand their stages back to the pipeline).
-  if (lane < L.slots) asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(smem_addr(&cw.bar[lane])) : "memory");
+  // No load is in flight now (the end marker follows every issued item).
+  if (cw.own_bars && lane < L.slots)
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(smem_addr(&cw.bar[lane])) : "memory");
   __syncwarp();
   return true;
 }

@@ -99,7 +99,11 @@ struct GemmSmem {
   // The last weight-gradient task warpgroup 1 may start (moe/backward.cu, consume_wgrad); -1 before any.
   int wgrad_go;
   int ring[kTaskRing][kRingInts];  // the dynamic walk's tasks, index and decoded (moe/persistent.cuh)
+  // The backward's combine tasks: each consumer warp's slot barriers (combine/bulk_combine.cuh), set up once
+  // with the pipeline's and kept across tasks (the slots themselves live in the stages the task holds).
+  alignas(8) uint64_t combine_bar[kConsumerThreads / 32][4];
 };
+static_assert(sizeof(GemmSmem) + 1024 <= 227 * 1024, "a CTA's shared memory (with the alignment slack)");
 constexpr int kNoTask = -1;
 
 // The GemmSmem inside a launch's dynamic shared memory. NOTE: the 128-byte swizzle needs 1024-byte aligned
@@ -129,6 +133,8 @@ __device__ __forceinline__ void pipeline_init(GemmSmem& s) {
     // its reads of the stage's task index, moe/persistent.cuh)
     mbar_init(&s.empty[i], kConsumerThreads / 32);
   }
+  for (auto& warp : s.combine_bar)
+    for (uint64_t& bar : warp) mbar_init(&bar, 1);
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 

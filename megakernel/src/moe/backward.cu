@@ -616,8 +616,9 @@ __device__ bool consume_wgrad(const BackwardParams& p, GemmSmem& s, PipeState& p
 // counter is complete long before most), the tokens' chains: by bulk copies into the kStages stages it holds
 // (combine/bulk_combine.cuh: the register loads' ~28 KB of L1 in flight kept it at ~14 B/clk per SM), or by
 // combine_tokens with one stage passed through.
+// combine_phases: the parities of this warp's combine slot barriers (GemmSmem::combine_bar), kept across tasks.
 __device__ bool consume_side(const BackwardParams& p, const BwdPlan& plan, GemmSmem& s, PipeState& ps,
-                             DeferredRelease& release, const BwdTask& t, int id, int ctid) {
+                             DeferredRelease& release, const BwdTask& t, int id, int ctid, uint32_t& combine_phases) {
   if (ctid == 0) release.flush();  // before the side task's waits (a combine task waits for every d_x_k tile)
   const long long c0 = clock64();
   if (t.kind == kRouter) {
@@ -648,14 +649,16 @@ __device__ bool consume_side(const BackwardParams& p, const BwdPlan& plan, GemmS
     fence_proxy_async_global();          // -> this warp's bulk loads of them
     fence_proxy_async_shared();          // this thread's generic accesses of the stages before the bulk loads
     constexpr int kWarps = kConsumerThreads / 32;
+    static_assert(sizeof(GemmSmem::combine_bar) == sizeof(uint64_t) * kWarps * kCombineMaxSlots);
     constexpr auto kRegion = static_cast<uint32_t>(sizeof(GemmSmem::a) + sizeof(GemmSmem::b));
     static_assert(offsetof(GemmSmem, b) == sizeof(GemmSmem::a), "the stages are one region");
     const CombineLayout L = combine_layout(p.d.H, p.d.K, dxs != nullptr, combine_warp_bytes(kRegion, kWarps));
     const int warp = ctid / 32;
-    ok = bulk_combine_warp<false>(p.sync, combine_warp(reinterpret_cast<uint8_t*>(&s.a[0][0]), kRegion, kWarps, warp),
-                                  L, p.dx, p.sch.token_row, nullptr, dxs, p.d_x, end, p.d.K, p.d.H,
-                                  StridedTokens{t0 + warp, kWarps}, kStageCombineBwd);
-    fence_proxy_async_shared();  // the slots' barriers (generic) before the next TMA writes of the stages
+    ok = bulk_combine_warp<false>(
+        p.sync, combine_warp(reinterpret_cast<uint8_t*>(&s.a[0][0]), kRegion, kWarps, warp, s.combine_bar[warp]), L,
+        p.dx, p.sch.token_row, nullptr, dxs, p.d_x, end, p.d.K, p.d.H, StridedTokens{t0 + warp, kWarps},
+        kStageCombineBwd, combine_phases);
+    fence_proxy_async_shared();  // the items (generic writes) before the next TMA writes of the stages
     __syncwarp();                // every lane's reads of the stages are done
     PipeState back = held;
     for (int i = 0; i < kStages; ++i, back.advance()) mbar_arrive_if(&s.empty[back.stage], (threadIdx.x % 32) == 0);
@@ -690,6 +693,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   extern __shared__ uint8_t smem_raw[];
   GemmSmem& s = gemm_smem(smem_raw);
   const BwdPlan plan(p);
+  uint32_t combine_phases = 0;  // a consumer thread's (consume_side)
   clock_mark(p.sync, 0);
   run_persistent(
       p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&](bool) { backward_comm(p, plan, s); },
@@ -700,7 +704,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
           case kDh: ok = consume_dh(p, s, ps, release, t, id, ctid); break;
           case kDx: ok = consume_dx(p, s, ps, release, t, id, ctid); break;
           case kRouter:
-          case kCombine: ok = consume_side(p, plan, s, ps, release, t, id, ctid); break;
+          case kCombine: ok = consume_side(p, plan, s, ps, release, t, id, ctid, combine_phases); break;
           default: ok = consume_wgrad<kCarryIn>(p, s, ps, release, t, id, ctid); break;
         }
         return ok;

@@ -253,9 +253,10 @@ __device__ void forward_tail(const ForwardParams& p, const FwdPlan& plan, int ti
     const int nwarps = nthreads / 32;
     const auto region = static_cast<uint32_t>(offsetof(GemmSmem, full));
     const CombineLayout L = combine_layout(p.d.H, p.d.K, p.d.Is > 0, combine_warp_bytes(region, nwarps));
+    uint32_t phases = 0;
     bulk_combine_warp<true>(p.sync, combine_warp(reinterpret_cast<uint8_t*>(&s), region, nwarps, tid / 32), L, p.y,
                             p.sch.token_row, p.router_weights, p.d.Is > 0 ? p.ys : nullptr, p.out, p.d.T, p.d.K,
-                            p.d.H, TicketTokens(p.c_tail, p.d.T), kStageCombine);
+                            p.d.H, TicketTokens(p.c_tail, p.d.T), kStageCombine, phases);
     return;
   }
   const int ct = p.combine_tokens, ntasks = ceil_div(p.d.T, ct);
