@@ -125,7 +125,7 @@ __device__ __forceinline__ bool router_chains(const SyncContext& sc, const Route
       for (int q = 0; q < chunks; ++q) chunk(q);
     }
     __syncwarp();
-    mbar_arrive_if(&s.empty[ps.stage], (threadIdx.x % 32) == 0);  // this warp's reads of the stage are done
+    release_stage(s, ps.stage);  // this warp's reads of the stage are done
     ps.advance();
   }
   if (mine && ok) d_rw[r.p0 + ctid] = acc;

@@ -124,14 +124,28 @@ struct PipeState {
   }
 };
 
+// Arrivals on a stage's empty barrier: by default lane 0 of each consumer warp, once the warp has read the
+// stage (after __syncwarp where the reads are the threads' own loads). CALICO_MK_EMPTY_PER_THREAD=1 (a debug
+// build, CMake option of the same name): every consumer thread arrives for its own reads, an order
+// compute-sanitizer's racecheck can follow (it does not follow a __syncwarp and one lane's release:
+// MEGAKERNEL.md, NOTE (racecheck)).
+#ifndef CALICO_MK_EMPTY_PER_THREAD
+#define CALICO_MK_EMPTY_PER_THREAD 0
+#endif
+constexpr int kEmptyArrivals = CALICO_MK_EMPTY_PER_THREAD ? kConsumerThreads : kConsumerThreads / 32;
+// This consumer thread's part in releasing `stage` (when: false skips it; a predicate, not a branch).
+__device__ __forceinline__ void release_stage(GemmSmem& s, int stage, bool when = true) {
+  mbar_arrive_if(&s.empty[stage], when && (CALICO_MK_EMPTY_PER_THREAD || threadIdx.x % 32 == 0));
+}
+
 __device__ __forceinline__ void pipeline_init(GemmSmem& s) {
   for (int i = 0; i < kStages; ++i) {
     // full: producer thread 0's arrive.expect_tx (the TMA bytes) plus one arrive per producer thread once the
     // rows it gathered (if any) are in the stage.
     mbar_init(&s.full[i], 1 + kProducerThreads);
     // empty: one arrive per consumer warp (lane 0, once its own wgmma that read the stage completed and after
-    // its reads of the stage's task index, moe/persistent.cuh)
-    mbar_init(&s.empty[i], kConsumerThreads / 32);
+    // its reads of the stage's task index, moe/persistent.cuh), or per consumer thread (release_stage)
+    mbar_init(&s.empty[i], kEmptyArrivals);
   }
   for (auto& warp : s.combine_bar)
     for (uint64_t& bar : warp) mbar_init(&bar, 1);
@@ -256,7 +270,6 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
                                              int task, FenceAcc&& fence_acc, MmaStep&& mma_step,
                                              AfterBatch&& after_batch, int wait_slot = -1) {
   using namespace cute;
-  const bool leader = (threadIdx.x % 32) == 0;  // each warp releases the stages its wgmma read
   // NOTE: a failed wait does not leave the loop (the launch is aborting and every later wait returns at
   // once): an exit with a wgmma batch in flight would make ptxas serialise every wgmma (C7511/C7518).
   bool ok = true;
@@ -275,14 +288,14 @@ __device__ __forceinline__ bool consume_tile(const SyncContext& sc, GemmSmem& s,
     warpgroup_commit_batch();
     warpgroup_wait<1>();
     fence_acc();
-    mbar_arrive_if(&s.empty[previous < 0 ? 0 : previous], leader && previous >= 0);
+    release_stage(s, previous < 0 ? 0 : previous, previous >= 0);
     previous = ps.stage;
     ps.advance();
     after_batch(kt);
   }
   warpgroup_wait<0>();
   fence_acc();
-  mbar_arrive_if(&s.empty[previous < 0 ? 0 : previous], leader && previous >= 0);
+  release_stage(s, previous < 0 ? 0 : previous, previous >= 0);
   if (sc.profile != nullptr && threadIdx.x == 128) {
     profile_add(sc, kProfMainloop, clock64() - c0);
     profile_add(sc, kProfKtiles, k_tiles);
@@ -304,12 +317,11 @@ __device__ __forceinline__ bool idle_warpgroup(int ctid, int rows) { return warp
 template <class AfterBatch>
 __device__ __forceinline__ bool pass_tile_stages(const SyncContext& sc, GemmSmem& s, PipeState& ps, int k_tiles,
                                                  int task, AfterBatch&& after_batch) {
-  const bool leader = (threadIdx.x % 32) == 0;
   bool ok = true;
   for (int kt = 0; kt < k_tiles; ++kt) {
     ok = mbar_wait(sc, &s.full[ps.stage], ps.phase, kStagePipelineFull, task, kCounterMbarFull, ps.stage) && ok;
-    __syncwarp();  // the leader releases the stage for the whole warp
-    mbar_arrive_if(&s.empty[ps.stage], leader);
+    __syncwarp();  // lane 0 releases the stage for the whole warp
+    release_stage(s, ps.stage);
     ps.advance();
     after_batch(kt);
   }

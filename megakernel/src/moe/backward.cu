@@ -477,7 +477,7 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
                 }
               }
               __syncwarp();
-              mbar_arrive_if(&s.empty[ps.stage], (threadIdx.x % 32) == 0);  // this warp's reads are done
+              release_stage(s, ps.stage);  // this warp's reads are done
               ps.advance();
             },
             [&](int r, int wg, const uint8_t* strip) {
@@ -661,7 +661,7 @@ __device__ bool consume_side(const BackwardParams& p, const BwdPlan& plan, GemmS
     fence_proxy_async_shared();  // the items (generic writes) before the next TMA writes of the stages
     __syncwarp();                // every lane's reads of the stages are done
     PipeState back = held;
-    for (int i = 0; i < kStages; ++i, back.advance()) mbar_arrive_if(&s.empty[back.stage], (threadIdx.x % 32) == 0);
+    for (int i = 0; i < kStages; ++i, back.advance()) release_stage(s, back.stage);
   } else {
     combine_tokens<false>(p.dx, p.sch.token_row, nullptr, dxs, p.d_x, t0, end - t0, p.d.K, p.d.H, ctid,
                           kConsumerThreads);

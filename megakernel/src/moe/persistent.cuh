@@ -71,10 +71,10 @@ __device__ __forceinline__ bool publish_empty_stage(const SyncContext& sc, GemmS
   ps.advance();
   return true;
 }
-// The consumers' side of such a stage: wait for it, release it (lane 0 of each warp, after the ring read).
+// The consumers' side of such a stage: wait for it, release it (release_stage, after the ring read).
 __device__ __forceinline__ bool consume_empty_stage(const SyncContext& sc, GemmSmem& s, PipeState& ps, int task) {
   if (!mbar_wait(sc, &s.full[ps.stage], ps.phase, kStagePipelineFull, task, kCounterMbarFull, ps.stage)) return false;
-  mbar_arrive_if(&s.empty[ps.stage], (threadIdx.x % 32) == 0);
+  release_stage(s, ps.stage);
   ps.advance();
   return true;
 }
