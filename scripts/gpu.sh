@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"
 CASES="${1:-1048576}"
 mkdir -p "$OUT"
-export PATH="/usr/local/cuda/bin:$PATH"
+source scripts/device_env.sh
 JOBS="$(nproc)"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/gpu.log"; }
 {
@@ -21,10 +21,6 @@ log() { echo "[$(date +%T)] $*" | tee -a "$OUT/gpu.log"; }
   nvcc --version | tail -1
   lscpu | grep -E "Model name|^CPU\(s\)|Flags" | cut -c1-200
 } > "$OUT/device.txt" 2>&1
-if [ -z "${CALICO_CUTLASS_INCLUDE:-}" ] && ls .whl/nvidia_cutlass-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/cutlass-site .whl/nvidia_cutlass-*.whl \
-    > /dev/null 2>&1 && export CALICO_CUTLASS_INCLUDE=/tmp/cutlass-site/cutlass_library/source/include
-fi
 log "configure"
 # CALICO_H5DUMP: the harness tests want h5dump, absent on the device image; nothing built here uses it.
 cmake --preset gpu -DCALICO_BENCHMARKS=$([ "${REF_SCALING:-0}" = 1 ] && echo ON || echo OFF) -DCALICO_H5DUMP="$(command -v h5dump || echo /bin/false)" > "$OUT/build.log" 2>&1 || { log "configure failed"; tail -30 "$OUT/build.log"; exit 1; }

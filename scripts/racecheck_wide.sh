@@ -2,14 +2,13 @@
 # compute-sanitizer racecheck of the megakernel on a shape wider than the tests' (tiny T=8192: every ring of
 # stages and combine slots is reused many times), in the normal build and in the racecheck build
 # (CALICO_MK_EMPTY_PER_THREAD=ON: every consumer thread releases the stages it read, an order the tool
-# follows). On the GPU machine, after the CUTLASS headers are found (CALICO_CUTLASS_INCLUDE, as scripts/gpu.sh
-# sets it up). Writes OUT/racecheck-{default,per-thread}.txt and prints each run's count of reports; exits 1
-# if the racecheck build draws any.
+# follows). On the GPU machine (carry .whl: scripts/device_env.sh). Writes OUT/racecheck-{default,per-thread}.txt
+# and prints each run's count of reports; exits 1 if the racecheck build draws any.
 # Usage: bash scripts/racecheck_wide.sh [OUT]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="$(mkdir -p "${1:-racecheck-out}" && realpath "${1:-racecheck-out}")"
-export PATH="/usr/local/cuda/bin:$PATH"
+source scripts/device_env.sh
 build() {  # build dir, extra cmake arguments
   local dir=$1; shift
   cmake --preset gpu -B "$dir" -DCALICO_BENCHMARKS=OFF -DCALICO_H5DUMP=/bin/false "$@" > "$OUT/build-$(basename "$dir").log" 2>&1 \

@@ -79,11 +79,7 @@ case "$1" in
     ;;
   build|bench)
     OUT="$(mkdir -p "${2:-variants-out}" && realpath "${2:-variants-out}")"
-    export PATH="/usr/local/cuda/bin:$PATH"
-    if [ -z "${CALICO_CUTLASS_INCLUDE:-}" ] && ls .whl/nvidia_cutlass-*.whl > /dev/null 2>&1; then
-      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/cutlass-site .whl/nvidia_cutlass-*.whl \
-        > /dev/null 2>&1 && export CALICO_CUTLASS_INCLUDE=/tmp/cutlass-site/cutlass_library/source/include
-    fi
+    source scripts/device_env.sh
     ls -d .variants/*/ > /dev/null 2>&1 || { echo "no .variants/*: run '$0 prepare' here first and carry .variants" >&2; exit 2; }
     status=0
     : > "$OUT/variants.jsonl"
