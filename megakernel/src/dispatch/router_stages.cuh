@@ -45,7 +45,6 @@ struct RouterThreadRows {
   int copy[kRouterCopyRowsPerThread];  // cp.async rows kRouterBulkPairs + ptid / 8 + 16 i
 };
 __device__ __forceinline__ RouterThreadRows router_thread_rows(const RouterTask& r, int ptid) {
-  static_assert(router_task_pairs(2) - kRouterBulkPairs == 16 * kRouterCopyRowsPerThread);
   RouterThreadRows t;
   const int nb = min(kRouterBulkPairs, r.n);
 #pragma unroll

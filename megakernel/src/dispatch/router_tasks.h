@@ -22,17 +22,18 @@ constexpr int kRouterTokenRows = static_cast<int>(kRouterDoutBytes / kRouterRowS
 constexpr int kRouterYRows = static_cast<int>(kRouterYBytes / kRouterRowStride);         // 227
 constexpr int kRouterMaxPairs = 256;                                                      // consumer threads
 
-// Pairs per task: 224 (at most floor(223 / K) + 2 tokens, 112 at K = 2: tasks start at even pairs), 112 at
-// K = 1 (one token per pair).
-CALICO_HD constexpr int router_task_pairs(int K) { return K == 1 ? 112 : 224; }
+// Pairs per task: kRouterTaskPairs (at most floor(223 / K) + 2 tokens, 112 at K = 2: tasks start at even
+// pairs), half of it at K = 1 (one token per pair).
+constexpr int kRouterTaskPairs = 224;
+CALICO_HD constexpr int router_task_pairs(int K) { return K == 1 ? kRouterTaskPairs / 2 : kRouterTaskPairs; }
 
 // Of a task's pairs, the first kRouterBulkPairs have their y pieces copied by cp.async.bulk, the others by
 // 16-byte cp.async (dispatch/router_stages.cuh): measured on qwen3 (2026-12-03, cycles of forward +
 // backward): 0 / 32 / 64 / 96 / 224 bulk pairs gave 12.69 / 12.67 / 12.66 / 12.59 / 12.95 Mcycles.
 constexpr int kRouterBulkPairs = 96;
 // cp.async rows per producer thread (128 threads, 8 per 128-byte piece): 8.
-constexpr int kRouterCopyRowsPerThread = (224 - kRouterBulkPairs) / 16;
-static_assert((224 - kRouterBulkPairs) % 16 == 0, "the cp.async rows are whole rounds of the producer's threads");
+constexpr int kRouterCopyRowsPerThread = (kRouterTaskPairs - kRouterBulkPairs) / 16;
+static_assert((kRouterTaskPairs - kRouterBulkPairs) % 16 == 0, "the cp.async rows are whole rounds of the producer's threads");
 
 // Tokens spanned by pairs [p0, p0 + n) (n >= 1): t(p) = p / K.
 CALICO_HD int router_task_tokens(int p0, int n, int K) { return (p0 + n - 1) / K - p0 / K + 1; }
