@@ -426,7 +426,9 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
         // b (produce_saved_gu); the d_u words wait in registers for their round.
         const StoreBf16& DG = t.shared ? p.st_dgs : p.st_dg;
         const StoreBf16& DU = t.shared ? p.st_dus : p.st_du;
-        uint32_t du_words[16];
+        static_assert(std::remove_reference_t<decltype(size(acc))>::value == 128, "64 d_h words per thread");
+        uint32_t dh_words[64], du_words[16];
+        pack_bf16x2(acc, dh_words);
         store_rounds<2 * kSavedGuBlocks>(
             p.sync, s, ctid,
             [&](int r, uint8_t* strip) {
@@ -447,7 +449,7 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
               // Padding rows get exact zeros (the wgrad chains' last step reads them); the shared expert's rows
               // past T and columns past I are clipped by TMA. In batches of kBatch pairs: every table lookup of a
               // batch is issued before the first is used (they were one dependent round trip each).
-              constexpr int kBatch = 4;  // registers: the kernel is compiled to 168 (8 pairs: 262 instead of 228 spill bytes)
+              constexpr int kBatch = 8;  // registers: the kernel is compiled to 168 (8 pairs: 262 instead of 228 spill bytes)
               CUTE_UNROLL
               for (int q0 = 0; q0 < 16; q0 += kBatch) {
                 uint32_t g2[kBatch];
@@ -470,7 +472,7 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
                   const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
                   const uint32_t off = strip_offset<bf16_t>(m, c);
                   const SwigluGrad2 o =
-                      swiglu_backward2(acc(i), acc(i + 1), g2[q], ld_shared_u32(u_stage + off), e[q][0], e[q][1], clamp);
+                      swiglu_backward2(dh_words[i / 2], g2[q], ld_shared_u32(u_stage + off), e[q][0], e[q][1], clamp);
                   const bool real = m < t.rows && j < I;
                   st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), real ? o.dg : 0u);
                   du_words[q0 + q] = real ? o.du : 0u;
