@@ -449,7 +449,7 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
               // Padding rows get exact zeros (the wgrad chains' last step reads them); the shared expert's rows
               // past T and columns past I are clipped by TMA. In batches of kBatch pairs: every table lookup of a
               // batch is issued before the first is used (they were one dependent round trip each).
-              constexpr int kBatch = 8;  // registers: the kernel is compiled to 168 (8 pairs: 262 instead of 228 spill bytes)
+              constexpr int kBatch = 8;  // registers: the kernel is compiled to 168 (the accumulator packed: 8 pairs spill less than 4)
               CUTE_UNROLL
               for (int q0 = 0; q0 < 16; q0 += kBatch) {
                 uint32_t g2[kBatch];
