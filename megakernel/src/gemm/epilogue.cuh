@@ -76,17 +76,16 @@ __device__ __forceinline__ float2 silu_pair(uint16_t gbits, bool cut, uint32_t w
   return e;
 }
 
-// Backward, two adjacent columns: d_h (fp32 GEMM results, rounded to bf16 first), saved bf16 g, u as bf16x2
-// words and the table entries of both g (silu_pair) -> bf16 d_g, d_u words.
+// Backward, two adjacent columns: d_h (the fp32 GEMM results rounded to bf16, pack_bf16x2), saved bf16 g, u as
+// bf16x2 words and the table entries of both g (silu_pair) -> bf16 d_g, d_u words.
 struct SwigluGrad2 {
   uint32_t dg, du;
 };
 __device__ __forceinline__ bool gate_cut(uint32_t g_saved, int h, const Clamp& c) {
   return c.cuts_gate(h ? bf16x2_hi(g_saved) : bf16x2_lo(g_saved));
 }
-__device__ __forceinline__ SwigluGrad2 swiglu_backward2(float acc_dh0, float acc_dh1, uint32_t g_saved,
-                                                        uint32_t u_saved, float2 e0, float2 e1, const Clamp& c) {
-  const uint32_t dh2 = bf16x2_from_f32(acc_dh0, acc_dh1);
+__device__ __forceinline__ SwigluGrad2 swiglu_backward2(uint32_t dh2, uint32_t g_saved, uint32_t u_saved, float2 e0,
+                                                        float2 e1, const Clamp& c) {
   float dg[2], du[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -100,6 +99,15 @@ __device__ __forceinline__ SwigluGrad2 swiglu_backward2(float acc_dh0, float acc
     du[h] = u_cut ? 0.0f : __fmul_rn(dh, e.x);
   }
   return {bf16x2_from_f32(dg[0], dg[1]), bf16x2_from_f32(du[0], du[1])};
+}
+
+// The accumulator's pairs (i, i + 1) as bf16x2 words, the contract's first rounding of every SwiGLU epilogue
+// input, done once as the epilogue starts: the words take half the accumulator's 128 registers, and the rest of
+// the epilogue (table lookups in flight, addresses) gets the other half instead of spilling.
+template <int kWords, class Acc>
+__device__ __forceinline__ void pack_bf16x2(const Acc& acc, uint32_t (&words)[kWords]) {
+#pragma unroll
+  for (int q = 0; q < kWords; ++q) words[q] = bf16x2_from_f32(acc(2 * q), acc(2 * q + 1));
 }
 
 __device__ __forceinline__ void store_u32(uint16_t* p, uint32_t w) { *reinterpret_cast<uint32_t*>(p) = w; }

@@ -422,11 +422,61 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
   const bool ok = wide_tile<MmaDgrad, true, false>(
       p, s, ps, release, id, ctid, k_tiles, t.rows, kProfMainDgradH, [](auto& acc, auto&) { clear(acc); },
       [&](auto& acc, auto& coord) {
-        // Rounds 2b and 2b + 1: d_g and d_u of columns [64 b, 64 b + 64), from the saved g and u of stage block
-        // b (produce_saved_gu); the d_u words wait in registers for their round.
         const StoreBf16& DG = t.shared ? p.st_dgs : p.st_dg;
         const StoreBf16& DU = t.shared ? p.st_dus : p.st_du;
-        uint32_t du_words[16];
+        static_assert(std::remove_reference_t<decltype(size(acc))>::value == 128, "64 d_h words per thread");
+        uint32_t dh_words[64], du_words[16];
+        pack_bf16x2(acc, dh_words);
+        // Lookups in batches of kBatch pairs: every table lookup of a batch is issued before the first is used
+        // (they were one dependent round trip each). A block's first batch is issued a round early, in the d_u
+        // round of the block before (or before the first round), so that its misses' L2 round trip runs beside
+        // that round's stores and barriers.
+        constexpr int kBatch = 8;  // registers: the kernel is compiled to 168
+        struct Batch {
+          uint32_t g2[kBatch];
+          float2 e[kBatch][2];
+        };
+        // g of (m, c) at the offset of a 128-row K-major stage: the strips' swizzle, 128 rows deep.
+        auto issue_batch = [&](Batch& bt, int b, int q0) {
+          const uint8_t* g_stage = reinterpret_cast<const uint8_t*>(&s.a[ps.stage][0]);
+          const uint32_t window = smem_addr(saved_gu_window(s, ps.stage));
+          CUTE_UNROLL
+          for (int q = 0; q < kBatch; ++q) {
+            const int i = 32 * b + 2 * (q0 + q);
+            bt.g2[q] = ld_shared_u32(g_stage + strip_offset<bf16_t>(get<0>(coord(i)), get<1>(coord(i)) - 64 * b));
+          }
+          CUTE_UNROLL
+          for (int q = 0; q < kBatch; ++q) {
+            CUTE_UNROLL
+            for (int h = 0; h < 2; ++h)
+              bt.e[q][h] = silu_pair(static_cast<uint16_t>(h ? bt.g2[q] >> 16 : bt.g2[q] & 0xFFFFu),
+                                     gate_cut(bt.g2[q], h, clamp), window, p.silu);
+          }
+        };
+        // Padding rows get exact zeros (the wgrad chains' last step reads them); the shared expert's rows past T
+        // and columns past I are clipped by TMA.
+        auto finish_batch = [&](const Batch& bt, int b, int q0, uint8_t* strip) {
+          const uint8_t* u_stage = reinterpret_cast<const uint8_t*>(&s.b[ps.stage][0]);
+          CUTE_UNROLL
+          for (int q = 0; q < kBatch; ++q) {
+            const int i = 32 * b + 2 * (q0 + q);
+            const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
+            const uint32_t off = strip_offset<bf16_t>(m, c);
+            const SwigluGrad2 o = swiglu_backward2(dh_words[i / 2], bt.g2[q], ld_shared_u32(u_stage + off), bt.e[q][0],
+                                                   bt.e[q][1], clamp);
+            const bool real = m < t.rows && j < I;
+            st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), real ? o.dg : 0u);
+            du_words[q0 + q] = real ? o.du : 0u;
+          }
+        };
+        auto wait_saved = [&] {
+          saved_ok = mbar_wait(p.sync, &s.full[ps.stage], ps.phase, kStagePipelineFull, id, kCounterMbarFull, ps.stage) && saved_ok;
+        };
+        Batch ahead;
+        wait_saved();
+        issue_batch(ahead, 0, 0);
+        // Rounds 2b and 2b + 1: d_g and d_u of columns [64 b, 64 b + 64), from the saved g and u of stage block
+        // b (produce_saved_gu); the d_u words wait in registers for their round.
         store_rounds<2 * kSavedGuBlocks>(
             p.sync, s, ctid,
             [&](int r, uint8_t* strip) {
@@ -437,44 +487,18 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
                   const int i = 32 * b + 2 * q;
                   st_shared_u32(strip, strip_offset<bf16_t>(get<0>(coord(i)) % 64, get<1>(coord(i)) - 64 * b), du_words[q]);
                 }
+                if (b + 1 < kSavedGuBlocks) {  // the next block's stage (ps advanced in round 2b)
+                  wait_saved();
+                  issue_batch(ahead, b + 1, 0);
+                }
                 return;
               }
-              saved_ok = mbar_wait(p.sync, &s.full[ps.stage], ps.phase, kStagePipelineFull, id, kCounterMbarFull, ps.stage) && saved_ok;
-              // g and u of (m, c) at the offset of a 128-row K-major stage: the strips' swizzle, 128 rows deep.
-              const uint8_t* g_stage = reinterpret_cast<const uint8_t*>(&s.a[ps.stage][0]);
-              const uint8_t* u_stage = reinterpret_cast<const uint8_t*>(&s.b[ps.stage][0]);
-              const uint32_t window = smem_addr(saved_gu_window(s, ps.stage));
-              // Padding rows get exact zeros (the wgrad chains' last step reads them); the shared expert's rows
-              // past T and columns past I are clipped by TMA. In batches of kBatch pairs: every table lookup of a
-              // batch is issued before the first is used (they were one dependent round trip each).
-              constexpr int kBatch = 4;  // registers: the kernel is compiled to 168 (8 pairs: 262 instead of 228 spill bytes)
+              finish_batch(ahead, b, 0, strip);
               CUTE_UNROLL
-              for (int q0 = 0; q0 < 16; q0 += kBatch) {
-                uint32_t g2[kBatch];
-                float2 e[kBatch][2];
-                CUTE_UNROLL
-                for (int q = 0; q < kBatch; ++q) {
-                  const int i = 32 * b + 2 * (q0 + q);
-                  g2[q] = ld_shared_u32(g_stage + strip_offset<bf16_t>(get<0>(coord(i)), get<1>(coord(i)) - 64 * b));
-                }
-                CUTE_UNROLL
-                for (int q = 0; q < kBatch; ++q) {
-                  CUTE_UNROLL
-                  for (int h = 0; h < 2; ++h)
-                    e[q][h] = silu_pair(static_cast<uint16_t>(h ? g2[q] >> 16 : g2[q] & 0xFFFFu), gate_cut(g2[q], h, clamp),
-                                        window, p.silu);
-                }
-                CUTE_UNROLL
-                for (int q = 0; q < kBatch; ++q) {
-                  const int i = 32 * b + 2 * (q0 + q);
-                  const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * b, j = t.n * kWideN + get<1>(coord(i));
-                  const uint32_t off = strip_offset<bf16_t>(m, c);
-                  const SwigluGrad2 o =
-                      swiglu_backward2(acc(i), acc(i + 1), g2[q], ld_shared_u32(u_stage + off), e[q][0], e[q][1], clamp);
-                  const bool real = m < t.rows && j < I;
-                  st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), real ? o.dg : 0u);
-                  du_words[q0 + q] = real ? o.du : 0u;
-                }
+              for (int q0 = kBatch; q0 < 16; q0 += kBatch) {
+                Batch fresh;
+                issue_batch(fresh, b, q0);
+                finish_batch(fresh, b, q0, strip);
               }
               __syncwarp();
               release_stage(s, ps.stage);  // this warp's reads are done
