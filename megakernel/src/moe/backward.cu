@@ -431,7 +431,7 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
         // (they were one dependent round trip each). A block's first batch is issued a round early, in the d_u
         // round of the block before (or before the first round), so that its misses' L2 round trip runs beside
         // that round's stores and barriers.
-        constexpr int kBatch = 8;  // registers: the kernel is compiled to 168
+        constexpr int kBatch = 8;  // registers: the consumers run at 224 (setmaxnreg); 16 pairs measured slower
         struct Batch {
           uint32_t g2[kBatch];
           float2 e[kBatch][2];
