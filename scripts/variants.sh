@@ -12,6 +12,8 @@
 #     BENCH_ARGS must be flags every variant's `calico bench` knows. Returned files: variants.jsonl plus
 #     OUT/variant-logs.tgz (NAME/bench.jsonl and NAME/bench.txt of every variant: the device returns only a
 #     few files, so any number of variants comes back as two).
+#   cycles (after build): ROUNDS rounds of `calico bench` over every variant, interleaved, and their cycles per
+#     iteration (the A/B measure under the H200's power cap; see the subcommand).
 #   check (after build): digests of every variant's megakernel against the reference (the `base` variant's, or
 #     the first's, `calico run --backend reference`) on CHECK_SPECS ("PRESET T ROUTING CLAMP;...", default
 #     qwen3-30b-a3b 2048 zipf:1.2 1.0) and CHECK_CONFIGS ("DISPATCH COMM_SMS MINIBATCH [ow];...", ow: --weight-grads overwrite; default push 16 0;
@@ -25,7 +27,7 @@
 # not (the deepseek-v3 forward alone varied by 15% between calls on 2026-12-01).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-usage() { echo "usage: $0 prepare NAME=REF [NAME=REF ...] | build [OUT] | check [OUT] | bench [OUT]" >&2; exit 2; }
+usage() { echo "usage: $0 prepare NAME=REF [NAME=REF ...] | build [OUT] | check [OUT] | cycles [OUT] | bench [OUT]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 case "$1" in
   prepare)
@@ -76,6 +78,37 @@ case "$1" in
       done
     done
     rm -rf "$tmp"; exit $status
+    ;;
+  cycles)
+    # The A/B measure of the recent passes in one subcommand: ROUNDS (default 3) rounds of `calico bench` with
+    # every built variant in turn (interleaved, so a drift of the power-capped clock touches them all alike),
+    # CYCLES_ARGS (default: qwen3-30b-a3b T=16384, push 16/16, overwrite; no --iters: ITERS, default 30)
+    # -> OUT/bench-NAME-I.json and .txt; PROFILE=1 adds one `--profile` run per variant (OUT/profile-NAME.txt); then the cycles per
+    # iteration of every row (scripts/bench_cycles.py). Build first (`build`).
+    OUT="$(mkdir -p "${2:-variants-out}" && realpath "${2:-variants-out}")"
+    source scripts/device_env.sh
+    read -r -a cyc_args <<< "${CYCLES_ARGS:---preset qwen3-30b-a3b --tokens 16384 --dispatch push --dispatch-backward push --comm-sms 16 --comm-sms-backward 16 --weight-grads overwrite}"
+    rounds="${ROUNDS:-3}"
+    [[ "$rounds" =~ ^[1-9][0-9]?$ ]] || { echo "ROUNDS='$rounds': a count from 1 to 99" >&2; exit 2; }
+    names=(); for dir in .variants/*/; do [ -x "$dir/build-gpu/cli/calico" ] && names+=("$(basename "$dir")"); done
+    [ ${#names[@]} -gt 0 ] || { echo "no built variant: run '$0 build' first" >&2; exit 2; }
+    status=0
+    for ((i = 1; i <= rounds; ++i)); do
+      for name in "${names[@]}"; do
+        ".variants/$name/build-gpu/cli/calico" bench "${cyc_args[@]}" --iters "${ITERS:-30}" --json "$OUT/bench-$name-$i.json" \
+          > "$OUT/bench-$name-$i.txt" 2>&1 || status=1
+        echo "== $name $i: $(grep -E 'T=|MHz' "$OUT/bench-$name-$i.txt" | tr -s ' ' | tr '\n' ' ')"
+      done
+    done
+    if [ "${PROFILE:-0}" = 1 ]; then
+      for name in "${names[@]}"; do
+        ".variants/$name/build-gpu/cli/calico" bench "${cyc_args[@]}" --iters 3 --warmup 1 --profile \
+          > "$OUT/profile-$name.txt" 2>&1 || status=1
+      done
+      grep -H -E "epilogues by GEMM|gate/up epilogues|tasks " "$OUT"/profile-*.txt
+    fi
+    python3 scripts/bench_cycles.py "$OUT"/bench-*.json || status=1
+    exit $status
     ;;
   build|bench)
     OUT="$(mkdir -p "${2:-variants-out}" && realpath "${2:-variants-out}")"
