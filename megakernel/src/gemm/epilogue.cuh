@@ -101,9 +101,10 @@ __device__ __forceinline__ SwigluGrad2 swiglu_backward2(uint32_t dh2, uint32_t g
   return {bf16x2_from_f32(dg[0], dg[1]), bf16x2_from_f32(du[0], du[1])};
 }
 
-// The accumulator's pairs (i, i + 1) as bf16x2 words, the contract's first rounding of every SwiGLU epilogue
-// input, done once as the epilogue starts: the words take half the accumulator's 128 registers, and the rest of
-// the epilogue (table lookups in flight, addresses) gets the other half instead of spilling.
+// The accumulator's pairs (i, i + 1) as bf16x2 words: the d_h epilogue's first rounding (the contract rounds d_h
+// to bf16 before the SwiGLU backward), done once as it starts, so the words take half the accumulator's 128
+// registers and the rest of the epilogue (lookups in flight, addresses) gets the other half. (The forward's
+// gate/up epilogue, which has no spills, measured slower packed: nineteenth pass.)
 template <int kWords, class Acc>
 __device__ __forceinline__ void pack_bf16x2(const Acc& acc, uint32_t (&words)[kWords]) {
 #pragma unroll
