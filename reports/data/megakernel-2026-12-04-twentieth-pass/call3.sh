@@ -1,20 +1,6 @@
 #!/usr/bin/env bash
 # device call 3 (twentieth pass): no wgmma batch in flight in the forward (each stage released at once),
 # with main's epilogues (base0) and with the epilogue warps (epi0, from epi8), against base and epi8.
-set -uo pipefail
-T0=$(date +%s)
-source scripts/device_env.sh
-R=$OUT/r; mkdir -p $R
-pack() { tar czf $OUT/results.tgz -C $OUT r; }
-bash scripts/variants.sh build $R/v > $R/build.txt 2>&1; tail -2 $R/build.txt; date
-CHECK_SPECS="qwen3-30b-a3b 2048 zipf:1.2 1.0;tiny 2048 adversarial 0" CHECK_CONFIGS="push 16 0 ow;push 8 64" \
-  bash scripts/variants.sh check $R > $R/check.log 2>&1
-grep -c IDENTICAL $R/check.txt; grep -v IDENTICAL $R/check.txt; date; pack
-ROUNDS=2 ITERS=20 PROFILE=1 bash scripts/variants.sh cycles $R/cyc > $R/cycles.txt 2>&1; tail -12 $R/cycles.txt
-for f in $R/cyc/profile-*.txt; do echo "$f: $(grep -E 'main loops, waiting|per k-tile' $f | head -2 | tr -s ' ' | tr '\n' ' ') $(grep "waiting in 'gate/up" $f | head -1)"; done
-pack; date
-if [ $(( $(date +%s) - T0 )) -lt 420 ]; then
-  CYCLES_ARGS="--preset deepseek-v3-routed --tokens 8192 --dispatch push --dispatch-backward push --comm-sms 16 --comm-sms-backward 16 --weight-grads overwrite" \
-  ROUNDS=1 ITERS=8 bash scripts/variants.sh cycles $R/cycd > $R/cycles-d.txt 2>&1; tail -6 $R/cycles-d.txt
-fi
-pack; date
+# The same steps as call 2 (it ran as a copy of call2.sh); only the prepared .variants differed:
+#   bash scripts/variants.sh prepare base=main epi8=fwd-epi-b8 epi0=fwd-epi-w0 base0=fwd-base-w0
+exec bash "$(dirname "$0")/call2.sh"
