@@ -421,7 +421,11 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
   bool saved_ok = true;  // the waits for the saved g / u stages
   const bool ok = wide_tile<MmaDgrad, true, false>(
       p, s, ps, release, id, ctid, k_tiles, t.rows, kProfMainDgradH, [](auto& acc, auto&) { clear(acc); },
-      [&](auto& acc, auto& coord) {
+      // NOTE: always_inline: in the accumulate-mode kernel (the larger one) ptxas otherwise made this epilogue a
+      // called function, with the accumulator and the words through the stack, and the call serialised every
+      // wgmma of that kernel (info C7520; 2026-12-04, scripts/sass_audit.sh: dep0 12 of 12 HGMMA, 26,696
+      // instructions against 22,696 inlined).
+      [&](auto& acc, auto& coord) __attribute__((always_inline)) {
         const StoreBf16& DG = t.shared ? p.st_dgs : p.st_dg;
         const StoreBf16& DU = t.shared ? p.st_dus : p.st_du;
         static_assert(std::remove_reference_t<decltype(size(acc))>::value == 128, "64 d_h words per thread");
