@@ -2,14 +2,9 @@
 // defined on two paths (cleared, or loaded) before a chain that keeps one wgmma batch in flight, the pattern
 // that made ptxas serialise every wgmma of the backward kernel (info C7515: one DEPBAR after each HGMMA).
 // This file must draw that message; forward.cu and backward.cu must not. Compiled only, never run.
-#include <cute/tensor.hpp>
-#include <cute/atom/mma_atom.hpp>
-#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include "wgmma_chain.cuh"
 
 using namespace cute;
-using Mma = decltype(make_tiled_mma(SM90_64x256x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{}));
-using SmemA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<bfloat16_t>{}, Shape<_64, _64>{}));
-using SmemB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<bfloat16_t>{}, Shape<_256, _64>{}));
 
 __global__ void two_definitions(const float* carry, float* out, int k_tiles, int load) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -24,16 +19,7 @@ __global__ void two_definitions(const float* carry, float* out, int k_tiles, int
   } else {
     clear(acc);
   }
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    warpgroup_fence_operand(acc);
-    warpgroup_arrive();
-    for (int kb = 0; kb < 4; ++kb) cute::gemm(mma, tA(_, _, kb), tB(_, _, kb), acc);
-    warpgroup_commit_batch();
-    warpgroup_wait<1>();
-    warpgroup_fence_operand(acc);
-  }
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(acc);
+  pipelined_chain(mma, tA, tB, acc, k_tiles);
   for (int i = 0; i < size(acc); ++i) out[threadIdx.x * size(acc) + i] = acc(i);
 #endif
 }
