@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Static audit of the megakernel's SASS, on a machine without a GPU: compiles moe/forward.cu and
-# moe/backward.cu of one or more source trees for sm_90a (the flags of the build and of the `sass` tests)
+# moe/backward.cu (and moe/backward_accumulate.cu) of one or more source trees for sm_90a (the flags of the build and of the `sass` tests)
 # and prints, per kernel, what a device profile later explains as time: registers and spills, the wgmma
 # stream (HGMMA count, batches waited to zero), branches, constant-bank reloads, table lookups and cp.async
 # gathers. Found with it (2026-12-01): the d_h epilogue's SiLU lookups issued one pair at a time between
@@ -44,7 +44,8 @@ trap 'rm -rf "$work"' EXIT
 printf '%-28s %-9s %-7s %5s %6s %6s %5s %5s %5s %5s %6s %6s\n' tree kernel inst regs spillB hgmma dep0 bra ldc lds64 ldg64c ldgsts
 for tree in "${trees[@]}"; do
   [ -f "$tree/megakernel/src/moe/forward.cu" ] || { echo "sass_audit: $tree has no megakernel/src/moe/forward.cu" >&2; exit 2; }
-  for kernel in forward backward; do
+  for kernel in forward backward backward_accumulate; do
+    [ -f "$tree/megakernel/src/moe/$kernel.cu" ] || continue  # (trees before 2026-12-04 build both modes in backward.cu)
     obj="$work/$kernel.o"
     log="$work/$kernel.log"
     if ! "$NVCC" -DCALICO_HAVE_CUDA=1 -I"$tree/megakernel/include" -I"$tree/megakernel/src" -I"$tree/core/include" \
@@ -70,7 +71,7 @@ for body in re.split(r"\n\s*Function : ", open(sass_path).read())[1:]:
     count = lambda pred: sum(1 for o in ops if pred(o))
     depbar0 = sum(1 for s in inst if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in s)
     mode = re.search(r"kernelILb([01])E", name)
-    label = kernel + ({"0": "/ow", "1": "/acc"}[mode.group(1)] if mode else "")
+    label = kernel.split("_")[0] + ({"0": "/ow", "1": "/acc"}[mode.group(1)] if mode else "")
     regs, spill = props.get(name, ("?", "?"))
     print(f"{os.path.basename(tree)[-28:]:28} {label:9} {len(inst):7} {regs:>5} {spill:>6} {count(lambda o: o.startswith('HGMMA')):6} "
           f"{depbar0:5} {count(lambda o: o == 'BRA'):5} {count(lambda o: o.startswith('LDC')):5} "

@@ -17,7 +17,22 @@
 // NOTE (weight gradients, calico/reference.h): K is the expert's rows in canonical order, k16 steps from row
 // 0 of its segment; one CTA runs the whole chain of an output tile, starting from the carried-in fp32 value,
 // and stops after the step holding the last real row. The result is stored as fp32, never rounded.
+//
+// One kernel per weight-gradient mode, each in a translation unit of its own: this file builds the overwrite
+// kernel, moe/backward_accumulate.cu includes it with CALICO_MK_BWD_CARRY_IN = 1 for the accumulate kernel.
+// NVVM's inliner decides per translation unit and the two kernels sit at the edge of its budget: built together,
+// the accumulate kernel got its d_h epilogue as a called function, which serialised its every wgmma (ptxas
+// C7520; 3.4x slower, 2026-12-04), and forcing that epilogue inline in both cost the overwrite kernel 1.5%.
 #include <cuda_runtime.h>
+
+#ifndef CALICO_MK_BWD_CARRY_IN
+#define CALICO_MK_BWD_CARRY_IN 0
+#endif
+#if CALICO_MK_BWD_CARRY_IN
+#define CALICO_MK_DH_EPILOGUE_INLINE __attribute__((always_inline))
+#else
+#define CALICO_MK_DH_EPILOGUE_INLINE
+#endif
 
 // The device helpers below are compiled out of the non-sm_90a passes (the kernel body is a refusal there).
 #pragma nv_diag_suppress 177
@@ -421,11 +436,8 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
   bool saved_ok = true;  // the waits for the saved g / u stages
   const bool ok = wide_tile<MmaDgrad, true, false>(
       p, s, ps, release, id, ctid, k_tiles, t.rows, kProfMainDgradH, [](auto& acc, auto&) { clear(acc); },
-      // NOTE: always_inline: in the accumulate-mode kernel (the larger one) ptxas otherwise made this epilogue a
-      // called function, with the accumulator and the words through the stack, and the call serialised every
-      // wgmma of that kernel (info C7520; 2026-12-04, scripts/sass_audit.sh: dep0 12 of 12 HGMMA, 26,696
-      // instructions against 22,696 inlined).
-      [&](auto& acc, auto& coord) __attribute__((always_inline)) {
+      // (CALICO_MK_DH_EPILOGUE_INLINE: see the top of the file)
+[&](auto& acc, auto& coord) CALICO_MK_DH_EPILOGUE_INLINE {
         const StoreBf16& DG = t.shared ? p.st_dgs : p.st_dg;
         const StoreBf16& DU = t.shared ? p.st_dus : p.st_du;
         static_assert(std::remove_reference_t<decltype(size(acc))>::value == 128, "64 d_h words per thread");
@@ -746,14 +758,17 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
 
 }  // namespace
 
-void launch_backward(const BackwardParams& p, int grid, cudaStream_t stream) {
+#if CALICO_MK_BWD_CARRY_IN
+void launch_backward_accumulate(const BackwardParams& p, int grid, cudaStream_t stream) {
+#else
+void launch_backward_overwrite(const BackwardParams& p, int grid, cudaStream_t stream) {
+#endif
+  auto* const kernel = backward_kernel<CALICO_MK_BWD_CARRY_IN != 0>;
   static bool configured = false;
   if (!configured) {
-    for (auto kernel : {backward_kernel<true>, backward_kernel<false>})
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(gemm_smem_bytes()));
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(gemm_smem_bytes()));
     configured = true;
   }
-  auto kernel = p.carry_in_wgrad ? backward_kernel<true> : backward_kernel<false>;
   kernel<<<grid, kThreads, gemm_smem_bytes(), stream>>>(p);
 }
 

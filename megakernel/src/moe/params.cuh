@@ -104,7 +104,12 @@ struct BackwardParams {
 };
 
 void launch_forward(const ForwardParams& p, int grid, cudaStream_t stream);
-void launch_backward(const BackwardParams& p, int grid, cudaStream_t stream);
+// The backward kernel of each weight-gradient mode, in a translation unit of its own (moe/backward.cu).
+void launch_backward_overwrite(const BackwardParams& p, int grid, cudaStream_t stream);
+void launch_backward_accumulate(const BackwardParams& p, int grid, cudaStream_t stream);
+inline void launch_backward(const BackwardParams& p, int grid, cudaStream_t stream) {
+  (p.carry_in_wgrad ? launch_backward_accumulate : launch_backward_overwrite)(p, grid, stream);
+}
 size_t gemm_smem_bytes();
 // pairs[i] = {calico_silu, calico_silu_grad} of the bf16 i, silu[i] = calico_silu of it; [kSiluTableLimit]:
 // silu(clamp_limit) (and grad 0).
