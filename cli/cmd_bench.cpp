@@ -33,7 +33,7 @@ struct BenchOptions {
   int ctas = 0;
   int combine_tokens = 16;
   bool profile = false;
-  std::string json;
+  std::string json, timeline, timeline_records;
 };
 
 int bench_command(const BenchOptions& o) {
@@ -44,6 +44,8 @@ int bench_command(const BenchOptions& o) {
   require(o.combine_tokens >= 1 && o.combine_tokens <= 4096, "--combine-tokens must be in [1, 4096], got {}",
           o.combine_tokens);
   if (!o.json.empty()) check_output_path(o.json, "--json");  // before the work, not after it
+  if (!o.timeline.empty()) check_output_path(o.timeline, "--timeline");
+  if (!o.timeline_records.empty()) check_output_path(o.timeline_records, "--timeline-records");
   const LayerSpec spec = load_preset(o.preset);
   const Routing routing = make_routing(spec, o.tokens, RoutingSource::parse(o.routing), o.seed);
   gpu::MoeOptions mo;
@@ -89,6 +91,23 @@ int bench_command(const BenchOptions& o) {
   const double flops_fwd = 6 * T * K * H * I + 6 * T * H * Is;
   const double tf_fwd = flops_fwd / (fwd * 1e-3) / 1e12, tf_all = 3 * flops_fwd / (fwd_bwd * 1e-3) / 1e12;
   if (o.profile) std::printf("%s", layer.profile_report().c_str());
+  if (!o.timeline.empty() || !o.timeline_records.empty()) {
+    // One more forward + backward, recorded: the timed iterations above ran without the timeline.
+    layer.record_timeline(true);
+    layer.forward();
+    layer.backward();
+    const std::vector<gpu::TimelineEvent> events = layer.timeline();
+    layer.record_timeline(false);
+    std::printf("%s", gpu::timeline_summary(events).c_str());
+    if (!o.timeline.empty()) {
+      const size_t n = gpu::write_timeline_trace(o.timeline, events, spec.name + " T=" + std::to_string(o.tokens));
+      std::printf("timeline: %zu records in %s (ui.perfetto.dev)\n", n, o.timeline.c_str());
+    }
+    if (!o.timeline_records.empty()) {
+      const size_t n = gpu::write_timeline_records(o.timeline_records, events);
+      std::printf("timeline records: %zu in %s (calico simulate --compare-timeline)\n", n, o.timeline_records.c_str());
+    }
+  }
   std::printf("%-20s T=%-6d forward %8.3f ms (%6.1f TFLOP/s)   forward+backward %8.3f ms (%6.1f TFLOP/s)   %.2f GB\n",
               spec.name.c_str(), o.tokens, fwd, tf_fwd, fwd_bwd, tf_all, layer.device_bytes() / 1e9);
   auto median = [](std::vector<float> v) {
@@ -161,6 +180,12 @@ Registrar bench("bench", "Time the megakernel layer (forward, forward + backward
                  "Tokens per combine task (forward tail, backward d_x combine; results never depend on it)")
       ->capture_default_str();
   sub.add_option("--json", o->json, "Also write the result as JSON here");
+  sub.add_option("--timeline", o->timeline,
+                 "After the timed iterations, record one forward + backward task by task and write it here as a "
+                 "Perfetto trace (a process per pass, a track per CTA; ui.perfetto.dev), with a summary per stage");
+  sub.add_option("--timeline-records", o->timeline_records,
+                 "Write that recorded forward + backward here in the simulator's calico-timeline-v1 format "
+                 "(calico simulate --compare-timeline; simulator/TRACE_FORMAT.md)");
   sub.add_flag("--profile", o->profile, "Also print where the SM cycles went (waits per stage, main loops, epilogues)");
   sub.footer("Example: calico bench --preset deepseek-v3-routed --tokens 8192 --json mk.json");
   return [o] { return bench_command(*o); };

@@ -46,6 +46,8 @@ void MoeLayer::synchronize() { no_cuda("the megakernel"); }
 void MoeLayer::get_outputs(const MoeOutputs&) { no_cuda("the megakernel"); }
 float MoeLayer::forward_ms(int) { no_cuda("the megakernel"); }
 float MoeLayer::forward_backward_ms(int) { no_cuda("the megakernel"); }
+void MoeLayer::record_timeline(bool) { no_cuda("the megakernel"); }
+std::vector<TimelineEvent> MoeLayer::timeline() { no_cuda("the megakernel"); }
 size_t MoeLayer::device_bytes() const { return 0; }
 std::vector<float> MoeLayer::last_times_ms() const { return {}; }
 std::vector<float> MoeLayer::last_clocks_mhz() const { return {}; }

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
@@ -159,12 +161,13 @@ TEST_F(MegakernelGpu, IdenticalAcrossRunsSmSplitsAndCombineGranularity) {
 // Every output of the layer as one byte string, after `backward_passes` forward + backward passes with the
 // options given (the weight gradients accumulate across passes unless told to overwrite).
 std::string layer_output_bytes(const LayerSpec& spec, int T, uint64_t seed, const gpu::MoeOptions& o,
-                               int backward_passes = 1) {
+                               int backward_passes = 1, std::vector<gpu::TimelineEvent>* timeline = nullptr) {
   RunRequest q = request(spec, T, "zipf:1.5", seed);
   const auto inputs = ref::run_reference(q, ref::ReferenceMode::contract);  // only for its input tensors
   const gpu::MoeInputs mi = moe_inputs(inputs.ranks[0]);
   gpu::MoeLayer layer(spec, T, o);
   layer.set_inputs(mi);
+  if (timeline) layer.record_timeline(true);
   for (int i = 0; i < backward_passes; ++i) {
     layer.forward();
     layer.backward();
@@ -178,6 +181,7 @@ std::string layer_output_bytes(const LayerSpec& spec, int T, uint64_t seed, cons
   mo.d_w_gate = dwg.data(), mo.d_w_up = dwu.data(), mo.d_w_down = dwd.data();
   mo.d_ws_gate = dwsg.data(), mo.d_ws_up = dwsu.data(), mo.d_ws_down = dwsd.data();
   layer.get_outputs(mo);
+  if (timeline) *timeline = layer.timeline();
   std::string bytes;
   auto add = [&](const auto& v) { bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0])); };
   add(out), add(dx), add(drw), add(dwg), add(dwu), add(dwd), add(dwsg), add(dwsu), add(dwsd);
@@ -209,6 +213,59 @@ TEST_F(MegakernelGpu, StaticAndDynamicTaskWalksGiveTheSameBits) {
   EXPECT_TRUE(first == outputs_of(7, false, true, 1)) << "static walk, pull, 1 CTA";
   EXPECT_TRUE(first == outputs_of(7, false, false, 4)) << "static walk, push, 3 data-movement CTAs + 1 compute CTA";
   EXPECT_FALSE(first == outputs_of(8, true, true, 0)) << "negative control: another seed must differ";
+}
+
+// The per-task timeline (MoeLayer::record_timeline) changes no bit, and holds each task of both walks once,
+// with the tile counts derived here from the routing (128-row m-tiles per expert, the layer's column tiles),
+// one dispatch record per data-movement CTA and one combine-tail record per CTA; a CTA's records never overlap.
+TEST_F(MegakernelGpu, TimelineRecordsEveryTaskOnceAndChangesNoBit) {
+  const LayerSpec spec = shape("mid", 512, 256, 32, 6, 128);
+  const int T = 700, comm = 3;
+  gpu::MoeOptions o;
+  o.comm_ctas_forward = o.comm_ctas_backward = comm;
+  std::vector<gpu::TimelineEvent> events;
+  EXPECT_TRUE(layer_output_bytes(spec, T, 7, o) == layer_output_bytes(spec, T, 7, o, 1, &events));
+  ASSERT_FALSE(events.empty());
+
+  const Routing routing = make_routing(spec, T, RoutingSource::parse("zipf:1.5"), 7);
+  std::vector<int> rows(spec.experts, 0);
+  for (int e : routing.topk_experts) ++rows[e];
+  int mt = 0, experts_with_rows = 0;
+  for (int r : rows) mt += (r + 127) / 128, experts_with_rows += r > 0;
+  const int mts = (T + 127) / 128;  // shared expert: every token
+  // Columns: gate/up 128 of I per tile, down / d_x_k 256 of H, d_h 256 of I; weight gradients 128 x 256 tiles.
+  const int H = spec.hidden, I = spec.intermediate, Is = spec.shared_intermediate;
+  const std::map<std::string, int> want[2] = {
+      {{"dispatch", comm}, {"gate_up", mt * I / 128}, {"shared_gate_up", mts * Is / 128}, {"down", mt * H / 256},
+       {"shared_down", mts * H / 256}},
+      {{"dispatch", comm}, {"d_h", mt * I / 256}, {"shared_d_h", mts * ((Is + 255) / 256)}, {"d_x_k", mt * H / 256},
+       {"shared_d_x_k", mts * H / 256}, {"dw_down", experts_with_rows * (H / 128) * ((I + 255) / 256)},
+       {"dw_gate", experts_with_rows * (I / 128) * (H / 256)}, {"dw_up", experts_with_rows * (I / 128) * (H / 256)},
+       {"shared_dw_down", (H / 128) * ((Is + 255) / 256)}, {"shared_dw_gate", (Is / 128) * (H / 256)},
+       {"shared_dw_up", (Is / 128) * (H / 256)}, {"d_x_combine", (T + o.combine_tokens - 1) / o.combine_tokens}}};
+  std::map<std::string, int> got[2];
+  std::set<int> tasks[2], ctas;
+  std::map<std::pair<int, int>, std::vector<std::pair<int64_t, int64_t>>> spans;  // (pass, CTA) -> records
+  int tails = 0;
+  for (const auto& e : events) {
+    ++got[e.pass][e.stage];
+    EXPECT_LE(e.start_ns, e.end_ns) << e.stage;
+    if (e.task >= 0) EXPECT_TRUE(tasks[e.pass].insert(e.task).second) << "task " << e.task << " recorded twice";
+    if (e.stage == "dispatch") EXPECT_LT(e.cta, comm);
+    if (e.pass == 0) ctas.insert(e.cta);
+    tails += e.stage == "combine";
+    spans[{e.pass, e.cta}].push_back({e.start_ns, e.end_ns});
+  }
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& [stage, n] : want[pass]) EXPECT_EQ(got[pass][stage], n) << (pass ? "backward " : "forward ") << stage;
+  EXPECT_GT(got[1]["router_grad"], 0);
+  EXPECT_EQ(tails, static_cast<int>(ctas.size())) << "one combine-tail record per CTA";
+  // The forward walk has no task without stages: its indices are exactly 0 .. n-1.
+  EXPECT_EQ(static_cast<int>(tasks[0].size()), *tasks[0].rbegin() + 1);
+  for (auto& [key, v] : spans) {
+    std::sort(v.begin(), v.end());
+    for (size_t i = 1; i < v.size(); ++i) EXPECT_GE(v[i].first, v[i - 1].second) << "CTA " << key.second << " overlaps";
+  }
 }
 
 // Overwrite mode (MoeOptions::accumulate_weight_grads = false) starts every weight-gradient chain at +0, not

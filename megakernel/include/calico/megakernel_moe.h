@@ -71,6 +71,19 @@ struct MoeOutputs {  // any pointer may be null (not copied)
   float *d_ws_gate = nullptr, *d_ws_up = nullptr, *d_ws_down = nullptr;
 };
 
+// One record of the per-task timeline (MoeLayer::record_timeline): what a CTA ran and when. Stages: forward
+// dispatch, gate_up, shared_gate_up, down, shared_down, combine (the tail, one record per CTA); backward
+// dispatch (d_y), d_h, d_x_k, dw_down, dw_gate, dw_up (each also shared_...), router_grad, d_x_combine.
+struct TimelineEvent {
+  int pass = 0;  // 0 forward, 1 backward
+  int cta = 0;   // CTAs [0, comm) dispatch first, then (dynamic walk) take tasks like the others
+  std::string stage;
+  int task = -1;                   // index in the pass's task walk; -1 for dispatch and tail records
+  int expert = -1, m = -1, n = -1;  // expert (-1: shared or none), tile row and column (side task: m = its index)
+  int64_t start_ns = 0, end_ns = 0;  // the GPU's global timer (one clock for every SM): from the task's
+                                     // first full stage to its stores issued
+};
+
 class MoeLayer {
  public:
   // Throws calico::Error for shapes the kernels cannot tile (naming the argument), mxfp8 (not yet on the
@@ -97,6 +110,10 @@ class MoeLayer {
   size_t device_bytes() const;                // workspace + inputs + outputs
   std::string profile_report();               // with MoeOptions::profile: where the cycles went, per pass
   std::string describe() const;               // grid, roles, tiles
+  // Per-task timeline: while on, every launch records its tasks (a timer read and an integer atomic per task;
+  // the same bits); timeline() returns the last forward and backward launches' records, by pass and start.
+  void record_timeline(bool on);
+  std::vector<TimelineEvent> timeline();
 
  private:
   struct Impl;
@@ -108,6 +125,20 @@ class MoeLayer {
 // (grad: 0, never read). silu: the forward's table; silu_of_pairs and grad: the backward's (silu, grad) pairs.
 void silu_tables_for_test(float clamp_limit, std::vector<float>& silu, std::vector<float>& silu_of_pairs,
                           std::vector<float>& grad);
+
+// Timeline files (host code, no GPU needed). Both take times relative to the earliest record and throw
+// calico::Error naming the record for a stage they do not know or an end before its start; the file appears
+// only when complete. write_timeline_trace: a Chrome/Perfetto trace (ui.perfetto.dev), a process per pass and a
+// track per CTA. write_timeline_records: the simulator's calico-timeline-v1 JSON (simulator/TRACE_FORMAT.md,
+// `calico simulate --compare-timeline`), each record under the simulator's stage name; router_grad has none
+// there and is left out. Returns the number of records written.
+size_t write_timeline_trace(const std::string& path, const std::vector<TimelineEvent>& events, const std::string& title);
+size_t write_timeline_records(const std::string& path, const std::vector<TimelineEvent>& events);
+// Per pass: the launch's span, how busy its CTAs were, and per stage the records, time per CTA, per record,
+// and when the stage's first record started and its last ended.
+std::string timeline_summary(const std::vector<TimelineEvent>& events);
+// The simulator's stage (dispatch, gate_up, down, combine, shared) of a timeline stage, or "" when it has none.
+std::string simulator_stage(const std::string& stage, int pass);
 
 // Checks that the megakernel can run this layer (spec, tokens) and throws calico::Error naming what not.
 void validate_megakernel_layer(const LayerSpec& spec, int64_t tokens);

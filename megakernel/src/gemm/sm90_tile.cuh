@@ -102,6 +102,9 @@ struct GemmSmem {
   // The backward's combine tasks: each consumer warp's slot barriers (combine/bulk_combine.cuh), set up once
   // with the pipeline's and kept across tasks (the slots themselves live in the stages the task holds).
   alignas(8) uint64_t combine_bar[kConsumerThreads / 32][4];
+  // Consumer thread 0's start of the running task's timeline record (moe/persistent.cuh): kept here, not in
+  // registers, so the record costs the task body nothing when the timeline is off.
+  unsigned long long timeline_task_start;
 };
 static_assert(sizeof(GemmSmem) + 1024 <= 227 * 1024, "a CTA's shared memory (with the alignment slack)");
 constexpr int kNoTask = -1;

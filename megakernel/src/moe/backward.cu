@@ -119,6 +119,19 @@ struct BwdPlan {
   // False for a weight gradient of an expert without rows (no k-tile; its accumulator is left as it is).
   __device__ bool has_stages(const BwdTask& t) const { return (t.kind != kWDown && t.kind != kWGate && t.kind != kWUp) || t.rows > 0; }
 
+  __device__ int timeline_stage(const BwdTask& t) const {
+    switch (t.kind) {
+      case kDh: return t.shared ? kTlSharedDh : kTlDh;
+      case kDx: return t.shared ? kTlSharedDx : kTlDx;
+      case kWDown: return t.shared ? kTlSharedWDown : kTlWDown;
+      case kWGate: return t.shared ? kTlSharedWGate : kTlWGate;
+      case kWUp: return t.shared ? kTlSharedWUp : kTlWUp;
+      case kRouter: return kTlRouter;
+      default: return kTlDxCombine;
+    }
+  }
+  __device__ int tail_timeline_stage() const { return -1; }  // no tail: the d_x combine runs as side tasks
+
   const BackwardParams& p;
   __device__ BwdTask decode(int id) const {
     const int n_dgrad = ends[3], first_region = n_dgrad + n_router;

@@ -55,6 +55,13 @@ struct FwdPlan {
   }
   __device__ int total_down() const { return (mts + mt) * nd; }
   __device__ bool has_stages(const FwdTask&) const { return true; }  // every forward task has a K loop
+  __device__ int timeline_stage(const FwdTask& t) const {
+    return t.kind == kSharedGateUp ? kTlSharedGateUp
+           : t.kind == kRoutedGateUp ? kTlGateUp
+           : t.kind == kSharedDown   ? kTlSharedDown
+                                     : kTlDown;
+  }
+  __device__ int tail_timeline_stage() const { return kTlCombine; }
   const ForwardParams& p;
   __device__ FwdTask decode(int id) const {
     FwdTask t{};

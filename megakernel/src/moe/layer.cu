@@ -186,6 +186,11 @@ struct MoeLayer::Impl {
   mk::ErrorRecord* error = nullptr;
   unsigned long long* profile = nullptr;  // [2][kProfSlots]: forward, backward
   unsigned long long* clocks = nullptr;   // [2][4]: SyncContext::clocks of the forward, the backward
+  // The per-task timeline (record_timeline): [2][capacity] records and [2] counters, forward then backward.
+  mk::TimelineSlot* timeline_slots = nullptr;
+  unsigned* timeline_counts = nullptr;
+  unsigned timeline_capacity = 0;
+  bool recording = false;
   mk::DeviceSchedule sch;
   mk::ForwardParams fp;
   mk::BackwardParams bp;
@@ -294,7 +299,8 @@ struct MoeLayer::Impl {
 
   void build_params() {
     const int T = d.T, H = d.H, I = d.I, Is = d.Is, E = d.E, rows = d.rows_cap;
-    mk::SyncContext sync{error, abort_flag, static_cast<uint64_t>(opt.wait_timeout_s * 1e9), 0, profile, clocks};
+    mk::SyncContext sync{error, abort_flag, static_cast<uint64_t>(opt.wait_timeout_s * 1e9), 0, profile, clocks,
+                         nullptr, nullptr, 0};  // the timeline: record_timeline
     fp = {};
     fp.d = d, fp.sch = sch, fp.sync = sync;
     fp.n_comm = opt.comm_ctas_forward, fp.pull = opt.pull_forward, fp.combine_tokens = opt.combine_tokens, fp.bulk_combine = bulk_combine_enabled(false), fp.skip_signal_task = opt.lose_signal_forward;
@@ -453,7 +459,60 @@ struct MoeLayer::Impl {
     }
   }
 
+  // An upper bound on one pass's records: every task of either walk (each GEMM phase's tiles counted with the
+  // m-tile capacity and 128-wide columns), both side-task kinds, and a dispatch and a tail record per CTA.
+  size_t timeline_bound() const {
+    const size_t mt = d.mtiles_cap + d.shared_mtiles(), H = ceil_div(d.H, kBM), I = ceil_div(d.I, kBM);
+    const size_t Is = ceil_div(d.Is, kBM), E = d.E;
+    const size_t forward = mt * (I + Is + 2 * H);
+    const size_t backward = mt * (I + Is + 2 * H) + 3 * (E * H * I + H * Is) + static_cast<size_t>(d.T) * d.K +
+                            static_cast<size_t>(d.T);
+    return std::max(forward, backward) + 2 * static_cast<size_t>(ctas);
+  }
+  void record_timeline(bool on) {
+    if (on && timeline_slots == nullptr) {
+      const size_t cap = timeline_bound();
+      require(cap < (size_t{1} << 31), "record_timeline: {} records per pass is more than this build records", cap);
+      timeline_capacity = static_cast<unsigned>(cap);
+      CALICO_CUDA_CHECK(cudaStreamSynchronize(stream));
+      timeline_slots = reinterpret_cast<mk::TimelineSlot*>(i32(2 * cap * sizeof(mk::TimelineSlot) / sizeof(int)));
+      timeline_counts = reinterpret_cast<unsigned*>(i32(2));
+      CALICO_CUDA_CHECK(cudaMemset(timeline_counts, 0, 2 * sizeof(unsigned)));
+    }
+    recording = on;
+    for (int pass = 0; pass < 2; ++pass) {
+      mk::SyncContext& sc = pass == 0 ? fp.sync : bp.sync;
+      sc.timeline = on ? timeline_slots + pass * size_t{timeline_capacity} : nullptr;
+      sc.timeline_count = on ? timeline_counts + pass : nullptr;
+      sc.timeline_capacity = on ? timeline_capacity : 0;
+    }
+  }
+  std::vector<TimelineEvent> timeline() {
+    synchronize();
+    std::vector<TimelineEvent> events;
+    if (timeline_slots == nullptr) return events;
+    unsigned counts[2];
+    CALICO_CUDA_CHECK(cudaMemcpy(counts, timeline_counts, sizeof(counts), cudaMemcpyDeviceToHost));
+    for (int pass = 0; pass < 2; ++pass) {
+      require(counts[pass] <= timeline_capacity,
+              "timeline: the {} launch made {} records, more than the {} allocated (a bug in timeline_bound)",
+              pass == 0 ? "forward" : "backward", counts[pass], timeline_capacity);
+      std::vector<mk::TimelineSlot> slots(counts[pass]);
+      if (!slots.empty())
+        CALICO_CUDA_CHECK(cudaMemcpy(slots.data(), timeline_slots + pass * size_t{timeline_capacity},
+                                     slots.size() * sizeof(mk::TimelineSlot), cudaMemcpyDeviceToHost));
+      for (const auto& r : slots)
+        events.push_back({pass, r.cta, mk::timeline_stage_name(r.stage), r.task, r.expert, r.m, r.n,
+                          static_cast<int64_t>(r.start_ns), static_cast<int64_t>(r.end_ns)});
+    }
+    std::stable_sort(events.begin(), events.end(), [](const TimelineEvent& a, const TimelineEvent& b) {
+      return a.pass != b.pass ? a.pass < b.pass : a.start_ns < b.start_ns;
+    });
+    return events;
+  }
+
   void forward() {
+    if (recording) CALICO_CUDA_CHECK(cudaMemsetAsync(timeline_counts, 0, sizeof(unsigned), stream));
     mk::launch_schedule(topk, rw, d.T, d.K, d.E, d.rows_cap, scratch, sch, stream);
     CALICO_CUDA_CHECK_LAUNCH();
     CALICO_CUDA_CHECK(cudaMemsetAsync(counters_fwd, 0, sizeof(int) * n_counters_fwd, stream));
@@ -462,6 +521,7 @@ struct MoeLayer::Impl {
   }
 
   void backward() {
+    if (recording) CALICO_CUDA_CHECK(cudaMemsetAsync(timeline_counts + 1, 0, sizeof(unsigned), stream));
     CALICO_CUDA_CHECK(cudaMemsetAsync(counters_bwd, 0, sizeof(int) * n_counters_bwd, stream));
     mk::launch_backward(bp, ctas, stream);
     CALICO_CUDA_CHECK_LAUNCH();
@@ -554,6 +614,8 @@ float MoeLayer::forward_backward_ms(int iterations) {
     impl_->backward();
   });
 }
+void MoeLayer::record_timeline(bool on) { impl_->record_timeline(on); }
+std::vector<TimelineEvent> MoeLayer::timeline() { return impl_->timeline(); }
 size_t MoeLayer::device_bytes() const { return impl_->bytes; }
 std::vector<float> MoeLayer::last_times_ms() const { return impl_->last_times; }
 std::vector<float> MoeLayer::last_clocks_mhz() const { return impl_->last_mhz; }

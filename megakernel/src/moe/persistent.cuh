@@ -87,6 +87,7 @@ __device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, 
 // comm(with_tail): the data-movement CTA's dispatch, then the tail queue if with_tail; produce(ps, task, id) -> bool (every thread of the producer warpgroup); consume(ps, release, task, id, ctid) -> bool (release: gemm/tma_store.cuh's DeferredRelease);
 // tail(ctid): the consumers' share of the tail queue. ticket: the pass's task counter (zeroed before the
 // launch); dynamic: take tasks from the ticket (else the static walk).
+// plan.timeline_stage(task), plan.tail_timeline_stage() (-1: no tail): what the timeline calls them (sync/timeline.h).
 // plan.has_stages(task): false for a task with nothing to do (a weight gradient of an expert without rows: its
 // accumulator stays as it is), which the dynamic walk skips. A side task (no K loop) passes one empty stage
 // (publish_empty_stage / consume_empty_stage), which carries its ring entry.
@@ -98,8 +99,12 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
     // Data-movement CTA: its dispatch, then (dynamic walk) it joins the compute walk, taking tasks from the
     // ticket like any compute CTA (the walk needs no CTA index), or (static walk) the tail queue.
     const long long c0 = clock64();
+    const unsigned long long t0 = timeline_start(sync);
     comm(/*with_tail=*/!dynamic);
-    if (threadIdx.x == 0) profile_add(sync, kProfComm, clock64() - c0);
+    if (threadIdx.x == 0) {
+      profile_add(sync, kProfComm, clock64() - c0);
+      timeline_add(sync, kTlDispatch, -1, -1, -1, -1, t0);
+    }
     if (!dynamic) return;
     __syncthreads();  // the dispatch is done with shared memory before the pipeline's barriers are set up
   }
@@ -159,11 +164,15 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
       task = plan.decode(id);
     }
     const long long c0 = clock64();
+    if (ctid == 0 && sync.timeline != nullptr) s.timeline_task_start = global_timer_ns();  // first stage is full
     if (!consume(ps, release, task, id, ctid)) {
       if (ctid % 128 == 0) bulk_wait_all_written();  // the epilogue strips stay in use until their stores are done
       return;
     }
-    if (ctid == 0) profile_add(sync, kProfTasks, clock64() - c0);
+    if (ctid == 0) {
+      profile_add(sync, kProfTasks, clock64() - c0);
+      timeline_add(sync, plan.timeline_stage(task), id, task.e, task.m, task.n, s.timeline_task_start);
+    }
   }
   if (ctid == 0) {  // the last tile's release, and the weight-gradient tiles' stores
     release.flush();
@@ -171,8 +180,12 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
   }
   if (ctid == 128) bulk_wait_all_written();  // warpgroup 1's weight-gradient stores (consume_wgrad)
   const long long c1 = clock64();
+  const unsigned long long t1 = timeline_start(sync);
   tail(ctid);
-  if (ctid == 0) profile_add(sync, kProfTail, clock64() - c1);
+  if (ctid == 0) {
+    profile_add(sync, kProfTail, clock64() - c1);
+    if (plan.tail_timeline_stage() >= 0) timeline_add(sync, plan.tail_timeline_stage(), -1, -1, -1, -1, t1);
+  }
 }
 
 }  // namespace calico::gpu::mk

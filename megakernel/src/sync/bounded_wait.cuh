@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "sync/timeline.h"
+
 namespace calico::gpu::mk {
 
 // Stages named in error records (stage_name() in layer.cu prints them).
@@ -84,12 +86,27 @@ struct SyncContext {
   // [4] or null: CTA 0 thread 0's SM clock and global timer (ns) at its start and its end, so the host can
   // tell the SM clock of each launch (the H200 lowers it under its power cap: calico bench records it).
   unsigned long long* clocks;
+  // The per-task timeline (sync/timeline.h), or null: records taken in order of completion from a counter.
+  TimelineSlot* timeline;
+  unsigned* timeline_count;  // records wanted so far (more than the capacity: the host reports the overflow)
+  unsigned timeline_capacity;
 };
 
 __device__ __forceinline__ void profile_add(const SyncContext& s, int slot, long long cycles) {
   if (s.profile != nullptr) atomicAdd(&s.profile[slot], static_cast<unsigned long long>(cycles));
 }
 __device__ __forceinline__ uint64_t global_timer_ns();
+// A timeline record's start (0 when not recording: no timer read), and the record itself, from start to now.
+__device__ __forceinline__ unsigned long long timeline_start(const SyncContext& s) {
+  return s.timeline != nullptr ? global_timer_ns() : 0;
+}
+__device__ __forceinline__ void timeline_add(const SyncContext& s, int stage, int task, int expert, int m, int n,
+                                             unsigned long long start) {
+  if (s.timeline == nullptr) return;
+  const unsigned i = atomicAdd(s.timeline_count, 1u);
+  if (i < s.timeline_capacity)
+    s.timeline[i] = TimelineSlot{static_cast<int>(blockIdx.x), stage, task, expert, m, n, start, global_timer_ns()};
+}
 // CTA 0 thread 0: the clock pair at its start (end = 0) or its end (end = 1).
 __device__ __forceinline__ void clock_mark(const SyncContext& s, int end) {
   if (s.clocks != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
