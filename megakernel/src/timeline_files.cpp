@@ -12,40 +12,43 @@
 #include "calico/error.h"
 #include "calico/files.h"
 #include "calico/megakernel_moe.h"
+#include "sync/timeline.h"
 
 namespace calico::gpu {
 namespace {
 
-// Timeline stage -> the simulator's stage per pass (simulator/MODEL.md: the backward's "down" is the down
-// projection's dgrad and wgrad, its "gate_up" the gate/up projections'; the SwiGLU backward runs inside the
-// d_h tiles here). "" = the simulator has no such stage.
+// Per device stage (sync/timeline.h, whose names these are): the passes it runs in and the simulator's stage
+// for it (simulator/MODEL.md: the backward's "down" is the down projection's dgrad and wgrad, its "gate_up"
+// the gate/up projections'; the SwiGLU backward runs inside the d_h tiles here). "" = the simulator has none.
 struct StageMap {
-  std::string_view stage, forward, backward;
+  bool forward, backward;
+  std::string_view simulator;
 };
-constexpr std::array<StageMap, 18> kStages = {{
-    {"dispatch", "dispatch", "dispatch"},
-    {"gate_up", "gate_up", ""},
-    {"shared_gate_up", "shared", ""},
-    {"down", "down", ""},
-    {"shared_down", "shared", ""},
-    {"combine", "combine", ""},
-    {"d_h", "", "down"},
-    {"shared_d_h", "", "shared"},
-    {"d_x_k", "", "gate_up"},
-    {"shared_d_x_k", "", "shared"},
-    {"dw_down", "", "down"},
-    {"shared_dw_down", "", "shared"},
-    {"dw_gate", "", "gate_up"},
-    {"shared_dw_gate", "", "shared"},
-    {"dw_up", "", "gate_up"},
-    {"shared_dw_up", "", "shared"},
-    {"router_grad", "", ""},
-    {"d_x_combine", "", "combine"},
+constexpr std::array<StageMap, mk::kTlStageCount> kStages = {{
+    {true, true, "dispatch"},     // kTlDispatch
+    {true, false, "gate_up"},     // kTlGateUp
+    {true, false, "shared"},      // kTlSharedGateUp
+    {true, false, "down"},        // kTlDown
+    {true, false, "shared"},      // kTlSharedDown
+    {true, false, "combine"},     // kTlCombine
+    {false, true, "down"},        // kTlDh
+    {false, true, "shared"},      // kTlSharedDh
+    {false, true, "gate_up"},     // kTlDx
+    {false, true, "shared"},      // kTlSharedDx
+    {false, true, "down"},        // kTlWDown
+    {false, true, "shared"},      // kTlSharedWDown
+    {false, true, "gate_up"},     // kTlWGate
+    {false, true, "shared"},      // kTlSharedWGate
+    {false, true, "gate_up"},     // kTlWUp
+    {false, true, "shared"},      // kTlSharedWUp
+    {false, true, ""},            // kTlRouter
+    {false, true, "combine"},     // kTlDxCombine
 }};
 
+// The stage named `stage` if it runs in `pass`, else null.
 const StageMap* find_stage(const std::string& stage, int pass) {
-  for (const auto& s : kStages)
-    if (s.stage == stage) return (pass == 0 ? !s.forward.empty() : (!s.backward.empty() || stage == "router_grad")) ? &s : nullptr;
+  for (int i = 0; i < mk::kTlStageCount; ++i)
+    if (stage == mk::timeline_stage_name(i)) return (pass == 0 ? kStages[i].forward : kStages[i].backward) ? &kStages[i] : nullptr;
   return nullptr;
 }
 
@@ -70,7 +73,7 @@ int64_t check_events(const std::vector<TimelineEvent>& events, const char* what)
 
 std::string simulator_stage(const std::string& stage, int pass) {
   const StageMap* s = find_stage(stage, pass);
-  return s == nullptr ? std::string() : std::string(pass == 0 ? s->forward : s->backward);
+  return s == nullptr ? std::string() : std::string(s->simulator);
 }
 
 size_t write_timeline_trace(const std::string& path, const std::vector<TimelineEvent>& events, const std::string& title) {
