@@ -41,7 +41,7 @@ CUOBJDUMP="$(find_cuobjdump)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-printf '%-28s %-9s %-7s %5s %6s %6s %5s %5s %5s %5s %6s %6s\n' tree kernel inst regs spillB hgmma dep0 bra ldc lds64 ldg64c ldgsts
+printf '%-28s %-12s %-7s %5s %6s %6s %5s %5s %5s %5s %6s %6s\n' tree kernel inst regs spillB hgmma dep0 bra ldc lds64 ldg64c ldgsts
 for tree in "${trees[@]}"; do
   [ -f "$tree/megakernel/src/moe/forward.cu" ] || { echo "sass_audit: $tree has no megakernel/src/moe/forward.cu" >&2; exit 2; }
   for kernel in forward backward backward_accumulate; do
@@ -70,10 +70,17 @@ for body in re.split(r"\n\s*Function : ", open(sass_path).read())[1:]:
     ops = [re.sub(r"^@!?U?P[T0-9]+\s+", "", s).split()[0] for s in inst]
     count = lambda pred: sum(1 for o in ops if pred(o))
     depbar0 = sum(1 for s in inst if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in s)
-    mode = re.search(r"kernelILb([01])E", name)
-    label = kernel.split("_")[0] + ({"0": "/ow", "1": "/acc"}[mode.group(1)] if mode else "")
+    # template flags: backward <carry-in, timeline>, forward <timeline> (trees before the timeline's
+    # instantiations: backward <carry-in> only, forward none); "+tl": the recording instantiation
+    m = re.search(r"(forward|backward)_kernelI((?:Lb[01]E)+)E", name)
+    flags = re.findall(r"Lb([01])E", m.group(2)) if m else []
+    label = kernel.split("_")[0]
+    if label == "backward" and flags:
+        label += {"0": "/ow", "1": "/acc"}[flags.pop(0)]
+    if flags and flags[0] == "1":
+        label += "+tl"
     regs, spill = props.get(name, ("?", "?"))
-    print(f"{os.path.basename(tree)[-28:]:28} {label:9} {len(inst):7} {regs:>5} {spill:>6} {count(lambda o: o.startswith('HGMMA')):6} "
+    print(f"{os.path.basename(tree)[-28:]:28} {label:12} {len(inst):7} {regs:>5} {spill:>6} {count(lambda o: o.startswith('HGMMA')):6} "
           f"{depbar0:5} {count(lambda o: o == 'BRA'):5} {count(lambda o: o.startswith('LDC')):5} "
           f"{count(lambda o: o == 'LDS.64'):5} {count(lambda o: o == 'LDG.E.64.CONSTANT'):6} "
           f"{count(lambda o: o.startswith('LDGSTS')):6}")
@@ -81,7 +88,8 @@ PY
   done
 done
 cat <<'EOF'
-columns: inst = SASS instructions; spillB = spill-store bytes; hgmma = HGMMA instructions; dep0 = waits for
+columns: kernel = pass (/ow, /acc: the weight-gradient mode; +tl: the timeline's recording instantiation);
+inst = SASS instructions; spillB = spill-store bytes; hgmma = HGMMA instructions; dep0 = waits for
 zero wgmma in flight (compare with the base: a serialised stream has one after every HGMMA); bra = branches;
 ldc = constant-bank loads; lds64 / ldg64c = 8-byte shared / read-only global loads (the d_h table lookups);
 ldgsts = cp.async gathers.

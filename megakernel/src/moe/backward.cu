@@ -740,7 +740,7 @@ __device__ void backward_comm(const BackwardParams& p, const BwdPlan& plan, Gemm
   bulk_rows_release(b);
 }
 
-template <bool kCarryIn>
+template <bool kCarryIn, bool kTimeline>  // kTimeline: the recording instantiation (moe/persistent.cuh)
 __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_constant__ BackwardParams p) {
 #if CALICO_MK_SM90
   extern __shared__ uint8_t smem_raw[];
@@ -748,7 +748,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const __grid_cons
   const BwdPlan plan(p);
   uint32_t combine_phases = 0;  // a consumer thread's (consume_side)
   clock_mark(p.sync, 0);
-  run_persistent(
+  run_persistent<kTimeline>(
       p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&](bool) { backward_comm(p, plan, s); },
       [&](PipeState& ps, const BwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
       [&](PipeState& ps, DeferredRelease& release, const BwdTask& t, int id, int ctid) {
@@ -776,12 +776,14 @@ void launch_backward_accumulate(const BackwardParams& p, int grid, cudaStream_t 
 #else
 void launch_backward_overwrite(const BackwardParams& p, int grid, cudaStream_t stream) {
 #endif
-  auto* const kernel = backward_kernel<CALICO_MK_BWD_CARRY_IN != 0>;
+  constexpr bool kCarryIn = CALICO_MK_BWD_CARRY_IN != 0;
   static bool configured = false;
   if (!configured) {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(gemm_smem_bytes()));
+    for (auto* kernel : {backward_kernel<kCarryIn, false>, backward_kernel<kCarryIn, true>})
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(gemm_smem_bytes()));
     configured = true;
   }
+  auto* const kernel = p.sync.timeline != nullptr ? backward_kernel<kCarryIn, true> : backward_kernel<kCarryIn, false>;
   kernel<<<grid, kThreads, gemm_smem_bytes(), stream>>>(p);
 }
 

@@ -294,13 +294,14 @@ __device__ void forward_comm(const ForwardParams& p, const FwdPlan& plan, GemmSm
   if (with_tail) forward_tail(p, plan, threadIdx.x, kThreads, s, [] { __syncthreads(); });
 }
 
+template <bool kTimeline>  // the recording instantiation (moe/persistent.cuh)
 __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_constant__ ForwardParams p) {
 #if CALICO_MK_SM90
   extern __shared__ uint8_t smem_raw[];
   GemmSmem& s = gemm_smem(smem_raw);
   const FwdPlan plan(p);
   clock_mark(p.sync, 0);
-  run_persistent(
+  run_persistent<kTimeline>(
       p.sync, p.n_comm, s, plan, p.c_task, p.dynamic_walk != 0, [&](bool with_tail) { forward_comm(p, plan, s, with_tail); },
       [&](PipeState& ps, const FwdTask& t, int id) { return produce(p, s, ps, t, id, plan); },
       [&](PipeState& ps, DeferredRelease& release, const FwdTask& t, int id, int ctid) {
@@ -339,11 +340,12 @@ void build_silu_tables(float2* pairs, float* silu, float clamp_limit, cudaStream
 void launch_forward(const ForwardParams& p, int grid, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
-    cudaFuncSetAttribute(forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(gemm_smem_bytes()));
+    for (auto* kernel : {forward_kernel<false>, forward_kernel<true>})
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(gemm_smem_bytes()));
     configured = true;
   }
-  forward_kernel<<<grid, kThreads, gemm_smem_bytes(), stream>>>(p);
+  auto* const kernel = p.sync.timeline != nullptr ? forward_kernel<true> : forward_kernel<false>;
+  kernel<<<grid, kThreads, gemm_smem_bytes(), stream>>>(p);
 }
 
 }  // namespace calico::gpu::mk

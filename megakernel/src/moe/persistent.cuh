@@ -91,7 +91,10 @@ __device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, 
 // plan.has_stages(task): false for a task with nothing to do (a weight gradient of an expert without rows: its
 // accumulator stays as it is), which the dynamic walk skips. A side task (no K loop) passes one empty stage
 // (publish_empty_stage / consume_empty_stage), which carries its ring entry.
-template <class Plan, class Comm, class Produce, class Consume, class Tail>
+// kTimeline: this instantiation records the timeline (when sync.timeline is set); the launchers pick it only
+// for a recording launch, so the timeline costs the kernels that do not record nothing (scripts/sass_audit.sh:
+// their SASS is the one before the timeline existed).
+template <bool kTimeline, class Plan, class Comm, class Produce, class Consume, class Tail>
 __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_comm, GemmSmem& s, const Plan& plan,
                                                int* ticket, bool dynamic, Comm&& comm,
                                                Produce&& produce, Consume&& consume, Tail&& tail) {
@@ -99,11 +102,11 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
     // Data-movement CTA: its dispatch, then (dynamic walk) it joins the compute walk, taking tasks from the
     // ticket like any compute CTA (the walk needs no CTA index), or (static walk) the tail queue.
     const long long c0 = clock64();
-    const unsigned long long t0 = timeline_start(sync);
+    const unsigned long long t0 = timeline_start<kTimeline>(sync);
     comm(/*with_tail=*/!dynamic);
     if (threadIdx.x == 0) {
       profile_add(sync, kProfComm, clock64() - c0);
-      timeline_add(sync, kTlDispatch, -1, -1, -1, -1, t0);
+      timeline_add<kTimeline>(sync, kTlDispatch, -1, -1, -1, -1, t0);
     }
     if (!dynamic) return;
     __syncthreads();  // the dispatch is done with shared memory before the pipeline's barriers are set up
@@ -164,14 +167,15 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
       task = plan.decode(id);
     }
     const long long c0 = clock64();
-    if (ctid == 0 && sync.timeline != nullptr) s.timeline_task_start = global_timer_ns();  // first stage is full
+    if constexpr (kTimeline)
+      if (ctid == 0 && sync.timeline != nullptr) s.timeline_task_start = global_timer_ns();  // first stage is full
     if (!consume(ps, release, task, id, ctid)) {
       if (ctid % 128 == 0) bulk_wait_all_written();  // the epilogue strips stay in use until their stores are done
       return;
     }
     if (ctid == 0) {
       profile_add(sync, kProfTasks, clock64() - c0);
-      timeline_add(sync, plan.timeline_stage(task), id, task.e, task.m, task.n, s.timeline_task_start);
+      timeline_add<kTimeline>(sync, plan.timeline_stage(task), id, task.e, task.m, task.n, s.timeline_task_start);
     }
   }
   if (ctid == 0) {  // the last tile's release, and the weight-gradient tiles' stores
@@ -180,11 +184,11 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
   }
   if (ctid == 128) bulk_wait_all_written();  // warpgroup 1's weight-gradient stores (consume_wgrad)
   const long long c1 = clock64();
-  const unsigned long long t1 = timeline_start(sync);
+  const unsigned long long t1 = timeline_start<kTimeline>(sync);
   tail(ctid);
   if (ctid == 0) {
     profile_add(sync, kProfTail, clock64() - c1);
-    if (plan.tail_timeline_stage() >= 0) timeline_add(sync, plan.tail_timeline_stage(), -1, -1, -1, -1, t1);
+    if (plan.tail_timeline_stage() >= 0) timeline_add<kTimeline>(sync, plan.tail_timeline_stage(), -1, -1, -1, -1, t1);
   }
 }
 
