@@ -28,6 +28,9 @@ std::vector<float> mma_step_fp8_on_device(const std::vector<uint8_t>&, Fp8Kind, 
 }
 
 ConversionCheck check_bf16x2_conversion(bool) { no_cuda("check_bf16x2_conversion"); }
+RoutingSchedule schedule_on_device(const std::vector<int>&, const std::vector<float>&, int, int, int) {
+  no_cuda("schedule_on_device");
+}
 
 void MoeOptions::validate() const {}
 void validate_megakernel_layer(const LayerSpec&, int64_t) { no_cuda("the megakernel"); }

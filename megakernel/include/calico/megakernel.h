@@ -63,6 +63,19 @@ struct ConversionCheck {
 };
 ConversionCheck check_bf16x2_conversion(bool toward_zero);
 
+// The forward's schedule (megakernel/src/schedule/schedule.cu) of a routing topk [T, K] (experts in [0, E)) with
+// router weights [T, K], computed on the device and copied back, for tests: per expert its row count and first
+// m-tile of 128 rows (tile_first has E + 1 entries, the last the m-tile count), each m-tile's expert, each
+// (t, k)'s row of the expert-major order, and each row's token and weight (-1 and 0 for padding rows; rows up to
+// the layer's capacity, T K + E (128 - 1) rounded up to 128).
+struct RoutingSchedule {
+  std::vector<int> counts, tile_first, tile_expert, token_row, row_token;
+  std::vector<float> row_weight;
+  int padded_rows = 0, mtiles = 0;
+};
+RoutingSchedule schedule_on_device(const std::vector<int>& topk, const std::vector<float>& weights, int T, int K,
+                                   int E);
+
 // mx_quantize_block on blocks of `block_size` (1..32) consecutive floats; per block 33 bytes come back:
 // the 32 element bytes (unused ones 0) and the E8M0 scale.
 std::vector<uint8_t> mx_quantize_on_device(const std::vector<float>& x, int block_size, Fp8Kind kind,

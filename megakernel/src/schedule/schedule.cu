@@ -7,6 +7,9 @@
 // hands out consecutive rows. Integer atomics only count (the sum is order-free).
 #include <cuda_runtime.h>
 
+#include "calico/error.h"
+#include "calico/megakernel.h"
+#include "device_buffer.cuh"
 #include "moe/params.cuh"
 #include "schedule/schedule.cuh"
 
@@ -86,3 +89,34 @@ void launch_schedule(const int* topk, const float* weights, int T, int K, int E,
 }
 
 }  // namespace calico::gpu::mk
+
+namespace calico::gpu {
+
+RoutingSchedule schedule_on_device(const std::vector<int>& topk, const std::vector<float>& weights, int T, int K,
+                                   int E) {
+  require(T >= 1 && K >= 1 && E >= 1, "schedule_on_device: T, K, E must be >= 1, got {}, {}, {}", T, K, E);
+  const size_t n = static_cast<size_t>(T) * K;
+  require(topk.size() == n && weights.size() == n, "schedule_on_device: topk and weights must hold T K = {}, got {} and {}",
+          n, topk.size(), weights.size());
+  for (size_t i = 0; i < n; ++i)
+    require(topk[i] >= 0 && topk[i] < E, "schedule_on_device: topk[{}] = {} is outside [0, {})", i, topk[i], E);
+  const int mtiles_cap = mk::ceil_div(T * K + E * (mk::kBM - 1), mk::kBM), rows_cap = mtiles_cap * mk::kBM;
+  DeviceBuffer<int> d_topk(topk), counts(E), tile_first(E + 1), tile_expert(mtiles_cap), token_row(n),
+      row_token(rows_cap), totals(2), scratch(mk::schedule_scratch_ints(T, E));
+  DeviceBuffer<float> d_weights(weights), row_weight(rows_cap);
+  const mk::DeviceSchedule s{counts.get(),    tile_first.get(), tile_expert.get(), token_row.get(),
+                             row_token.get(), row_weight.get(), totals.get()};
+  mk::launch_schedule(d_topk.get(), d_weights.get(), T, K, E, rows_cap, scratch.get(), s, nullptr);
+  CALICO_CUDA_CHECK_LAUNCH();
+  CALICO_CUDA_CHECK(cudaDeviceSynchronize());
+  RoutingSchedule r;
+  const std::vector<int> tot = totals.download();
+  r.padded_rows = tot[0], r.mtiles = tot[1];
+  require(r.mtiles >= 0 && r.mtiles <= mtiles_cap, "schedule_on_device: {} m-tiles, more than the {} allocated",
+          r.mtiles, mtiles_cap);
+  r.counts = counts.download(), r.tile_first = tile_first.download(), r.tile_expert = tile_expert.download(r.mtiles);
+  r.token_row = token_row.download(), r.row_token = row_token.download(), r.row_weight = row_weight.download();
+  return r;
+}
+
+}  // namespace calico::gpu
