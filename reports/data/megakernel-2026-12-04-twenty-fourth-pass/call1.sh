@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# device call 1 (prepared in the twenty-fourth pass, not run: the device was withdrawn). Against main (base):
+# device call 1 (prepared in the twenty-fourth pass, not run: the device was withdrawn); the forward's
+# candidates against main (base) (call2.sh: the backward's):
 #   warp  the forward's epilogues per warp (each consumer warp stores its 16 rows through its own strips)
 #   stsm  warp + the strips written by stmatrix.x4
 #   bwd   warp + the backward's d_h and d_x_k epilogues per warp
 #   sched the schedule kernels rewritten (one warp per chunk ranking by __match_any_sync; block scan)
-# Digests of all, the GPU tests of stsm, bwd and sched (sched: also test_schedule_gpu), cycles (qwen3 two
-# rounds with profiles, deepseek-v3-routed one), then a timeline summary of each.
+# Digests of all, the GPU tests of stsm, bwd and sched (with test_schedule_gpu, main's schedule in base's
+# tree as well), cycles (qwen3 two rounds with profiles, deepseek-v3-routed one), then a timeline summary of each.
 # Prepare here:  bash scripts/variants.sh prepare base=main warp=try/warp-epilogue stsm=try/warp-epilogue-stsm \
 #                  bwd=try/warp-epilogue-bwd sched=try/fast-schedule     (carry [".whl", ".variants"])
 set -uo pipefail
@@ -14,17 +15,18 @@ source scripts/device_env.sh
 R=$OUT/r; mkdir -p $R
 pack() { tar czf $OUT/results.tgz -C $OUT r; }
 bash scripts/variants.sh build $R/v > $R/build.txt 2>&1; tail -2 $R/build.txt; grep -c "instructions are serialized" $R/v/build-*.log; date
-(for v in stsm bwd sched; do
+(for v in base stsm bwd sched; do
    (cd .variants/$v && cmake --build build-gpu -j 5 --target test_megakernel_gpu test_schedule_gpu > $R/build-tests-$v.log 2>&1) &
  done; wait) &
 TP=$!
 CHECK_SPECS="qwen3-30b-a3b 2048 zipf:1.2 1.0;tiny 2048 adversarial 0;tiny 4096 uniform 1.0" \
-CHECK_CONFIGS="push 16 0;push 8 64;pull 16 64;push 16 0 ow" bash scripts/variants.sh check $R > $R/check.log 2>&1
+CHECK_CONFIGS="push 16 0;pull 16 64;push 16 0 ow" bash scripts/variants.sh check $R > $R/check.log 2>&1
 grep -c IDENTICAL $R/check.txt; grep -v IDENTICAL $R/check.txt; date; pack
 ROUNDS=2 ITERS=20 PROFILE=1 bash scripts/variants.sh cycles $R/cyc > $R/cycles.txt 2>&1; tail -12 $R/cycles.txt; pack
 wait $TP
-for v in stsm bwd sched; do
+for v in base stsm bwd sched; do
   for t in test_megakernel_gpu test_schedule_gpu; do
+    [ $v = base ] && [ $t = test_megakernel_gpu ] && continue  # (main's ran in call 1 of this pass)
     b=$(find .variants/$v/build-gpu -name $t -type f -executable | head -1)
     [ -n "$b" ] || { echo "$v: $t not built"; continue; }
     (timeout 100 $b > $R/$t-$v.txt 2>&1); echo "$v $t: $(tail -1 $R/$t-$v.txt)"; grep -E "FAILED|Failure" $R/$t-$v.txt | head -4
