@@ -9,12 +9,8 @@
 # tree as well), cycles (qwen3 two rounds with profiles, deepseek-v3-routed one), then a timeline summary of each.
 # Prepare here:  bash scripts/variants.sh prepare base=main warp=try/warp-epilogue stsm=try/warp-epilogue-stsm \
 #                  bwd=try/warp-epilogue-bwd sched=try/fast-schedule     (carry [".whl", ".variants"])
-set -uo pipefail
-T0=$(date +%s)
-source scripts/device_env.sh
-R=$OUT/r; mkdir -p $R
-pack() { tar czf $OUT/results.tgz -C $OUT r; }
-bash scripts/variants.sh build $R/v > $R/build.txt 2>&1; tail -2 $R/build.txt; grep -c "instructions are serialized" $R/v/build-*.log; date
+source scripts/device_call.sh  # T0, R, pack, build_variants
+build_variants
 (for v in base stsm bwd sched; do
    (cd .variants/$v && cmake --build build-gpu -j 5 --target test_megakernel_gpu test_schedule_gpu > $R/build-tests-$v.log 2>&1) &
  done; wait) &

@@ -9,12 +9,8 @@
 # Prepare here:  bash scripts/variants.sh prepare base=main bwd=try/warp-epilogue-bwd wgrad=try/warp-epilogue-wgrad \
 #                  ileave=try/interleave-dw-down
 #                (carry [".whl", ".variants"]); add call 1's winner as a fourth variant if there is one.
-set -uo pipefail
-T0=$(date +%s)
-source scripts/device_env.sh
-R=$OUT/r; mkdir -p $R
-pack() { tar czf $OUT/results.tgz -C $OUT r; }
-bash scripts/variants.sh build $R/v > $R/build.txt 2>&1; tail -2 $R/build.txt; grep -c "instructions are serialized" $R/v/build-*.log; date
+source scripts/device_call.sh  # T0, R, pack, build_variants
+build_variants
 (for v in wgrad ileave; do
    (cd .variants/$v && cmake --build build-gpu -j 8 --target test_megakernel_gpu > $R/build-tests-$v.log 2>&1) &
  done; wait) &
