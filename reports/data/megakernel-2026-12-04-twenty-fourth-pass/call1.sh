@@ -3,15 +3,14 @@
 # candidates against main (base) (call2.sh: the backward's):
 #   warp  the forward's epilogues per warp (each consumer warp stores its 16 rows through its own strips)
 #   stsm  warp + the strips written by stmatrix.x4
-#   bwd   warp + the backward's d_h and d_x_k epilogues per warp
 #   sched the schedule kernels rewritten (one warp per chunk ranking by __match_any_sync; block scan)
-# Digests of all, the GPU tests of stsm, bwd and sched (with test_schedule_gpu, main's schedule in base's
-# tree as well), cycles (qwen3 two rounds with profiles, deepseek-v3-routed one), then a timeline summary of each.
+# Digests of all, the GPU tests of stsm and sched (with test_schedule_gpu, main's schedule in base's tree as
+# well), cycles (qwen3 two rounds with profiles, deepseek-v3-routed one), then a timeline summary of each.
 # Prepare here:  bash scripts/variants.sh prepare base=main warp=try/warp-epilogue stsm=try/warp-epilogue-stsm \
-#                  bwd=try/warp-epilogue-bwd sched=try/fast-schedule     (carry [".whl", ".variants"])
+#                  sched=try/fast-schedule     (carry [".whl", ".variants"])
 source scripts/device_call.sh  # T0, R, pack, build_variants
 build_variants
-(for v in base stsm bwd sched; do
+(for v in base stsm sched; do
    (cd .variants/$v && cmake --build build-gpu -j 5 --target test_megakernel_gpu test_schedule_gpu > $R/build-tests-$v.log 2>&1) &
  done; wait) &
 TP=$!
@@ -20,7 +19,7 @@ CHECK_CONFIGS="push 16 0;pull 16 64;push 16 0 ow" bash scripts/variants.sh check
 grep -c IDENTICAL $R/check.txt; grep -v IDENTICAL $R/check.txt; date; pack
 ROUNDS=2 ITERS=20 PROFILE=1 bash scripts/variants.sh cycles $R/cyc > $R/cycles.txt 2>&1; tail -12 $R/cycles.txt; pack
 wait $TP
-for v in base stsm bwd sched; do
+for v in base stsm sched; do
   for t in test_megakernel_gpu test_schedule_gpu; do
     [ $v = base ] && [ $t = test_megakernel_gpu ] && continue  # (main's ran in call 1 of this pass)
     b=$(find .variants/$v/build-gpu -name $t -type f -executable | head -1)
@@ -33,10 +32,10 @@ if [ $(( $(date +%s) - T0 )) -lt 400 ]; then
   CYCLES_ARGS="$DS" ROUNDS=1 ITERS=8 bash scripts/variants.sh cycles $R/cycd > $R/cycles-d.txt 2>&1; tail -6 $R/cycles-d.txt
 fi
 pack; date
-for v in base stsm bwd sched; do
+for v in base stsm sched; do
   [ $(( $(date +%s) - T0 )) -lt 540 ] || break
   .variants/$v/build-gpu/cli/calico bench --preset qwen3-30b-a3b --tokens 16384 --weight-grads overwrite --iters 5 \
     --timeline $R/tl-$v.json > $R/timeline-$v.txt 2>&1 || echo "$v: timeline run failed"
   python3 scripts/timeline_gaps.py $R/tl-$v.json --top 6 > $R/timeline-gaps-$v.txt 2>&1; rm -f $R/tl-$v.json
-  echo "== $v"; grep -E "^(forward|backward):|gate_up |  down |d_h |dw_down " $R/timeline-gaps-$v.txt
+  echo "== $v"; grep -E "T=" $R/timeline-$v.txt; grep -E "^(forward|backward):|gate_up |  down |d_h |dw_down " $R/timeline-gaps-$v.txt
 done; pack; date

@@ -32,5 +32,5 @@ for v in base bwd wgrad ileave; do
   [ $(( $(date +%s) - T0 )) -lt 520 ] || break
   .variants/$v/build-gpu/cli/calico bench $DS --iters 2 --timeline $R/tl-$v.json > $R/timeline-$v.txt 2>&1 || echo "$v: timeline run failed"
   python3 scripts/timeline_gaps.py $R/tl-$v.json --top 6 > $R/timeline-gaps-$v.txt 2>&1; rm -f $R/tl-$v.json
-  echo "== $v"; grep -E "^(forward|backward):|d_x_k |dw_" $R/timeline-gaps-$v.txt
+  echo "== $v"; grep -E "T=" $R/timeline-$v.txt; grep -E "^(forward|backward):|d_x_k |dw_" $R/timeline-gaps-$v.txt
 done; pack; date
