@@ -131,6 +131,14 @@ size_t write_timeline_records(const std::string& path, const std::vector<Timelin
   return j["records"].size();
 }
 
+double timeline_span_us(const std::vector<TimelineEvent>& events, int pass) {
+  require(pass == 0 || pass == 1, "timeline_span_us: pass must be 0 (forward) or 1 (backward), got {}", pass);
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (const auto& e : events)
+    if (e.pass == pass) lo = std::min(lo, e.start_ns), hi = std::max(hi, e.end_ns);
+  return lo > hi ? 0.0 : (hi - lo) / 1e3;
+}
+
 std::string timeline_summary(const std::vector<TimelineEvent>& events) {
   check_events(events, "timeline_summary");
   std::string r;

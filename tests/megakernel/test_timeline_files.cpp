@@ -161,5 +161,14 @@ TEST(TimelineFiles, SummaryCountsBusyTime) {
   EXPECT_NE(s.find("backward launch: 31.0 us"), std::string::npos) << s;
 }
 
+TEST(TimelineFiles, SpanIsFirstStartToLastEndOfThePass) {
+  EXPECT_DOUBLE_EQ(gpu::timeline_span_us(sample(), 0), 32.0);  // forward: t + 0 .. t + 32'000 ns
+  EXPECT_DOUBLE_EQ(gpu::timeline_span_us(sample(), 1), 31.0);  // backward: t + 40'000 .. t + 71'000 ns
+  std::vector<TimelineEvent> forward_only = sample();
+  forward_only.resize(4);
+  EXPECT_DOUBLE_EQ(gpu::timeline_span_us(forward_only, 1), 0.0);  // no backward records
+  EXPECT_THROW(gpu::timeline_span_us(sample(), 2), Error);
+}
+
 }  // namespace
 }  // namespace calico

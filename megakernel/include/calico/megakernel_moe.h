@@ -137,6 +137,8 @@ size_t write_timeline_records(const std::string& path, const std::vector<Timelin
 // Per pass: the launch's span, how busy its CTAs were, and per stage the records, time per CTA, per record,
 // and when the stage's first record started and its last ended.
 std::string timeline_summary(const std::vector<TimelineEvent>& events);
+// A pass's span (us) from its first record's start to its last record's end; 0 when it has no records.
+double timeline_span_us(const std::vector<TimelineEvent>& events, int pass);
 // The simulator's stage (dispatch, gate_up, down, combine, shared) of a timeline stage, or "" when it has none.
 std::string simulator_stage(const std::string& stage, int pass);
 
