@@ -5,7 +5,10 @@
 # patched files did not change). Run from the repository root on a clean tree:
 #   bash reports/data/megakernel-2026-12-04-twenty-fourth-pass/make-branches.sh [BASE]
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
+# (the patches are copied out first: checking out an older base removes them from the working tree)
+here="$(mktemp -d)"
+trap 'rm -rf "$here"' EXIT
+cp -r "$(cd "$(dirname "$0")" && pwd)/patches" "$here/"
 base="${1:-6804b1d}"
 git rev-parse --verify --quiet "$base^{commit}" > /dev/null || { echo "'$base' is not a commit" >&2; exit 2; }
 [ -z "$(git status --porcelain --untracked-files=no)" ] || { echo "the tree has uncommitted changes" >&2; exit 2; }
