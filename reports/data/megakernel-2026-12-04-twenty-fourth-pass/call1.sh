@@ -6,7 +6,9 @@
 #   sched the schedule kernels rewritten (one warp per chunk ranking by __match_any_sync; block scan)
 # Digests of all, the GPU tests of stsm and sched (with test_schedule_gpu, main's schedule in base's tree as
 # well), cycles (qwen3 two rounds with profiles, deepseek-v3-routed one), then a timeline summary of each.
-# Prepare here:  bash scripts/variants.sh prepare base=main warp=try/warp-epilogue stsm=try/warp-epilogue-stsm \
+# Prepare here (a new checkout has main only):
+#   bash reports/data/megakernel-2026-12-04-twenty-fourth-pass/make-branches.sh
+#   bash scripts/variants.sh prepare base=main warp=try/warp-epilogue stsm=try/warp-epilogue-stsm \
 #                  sched=try/fast-schedule     (carry [".whl", ".variants"])
 source scripts/device_call.sh  # T0, R, pack, build_variants
 build_variants

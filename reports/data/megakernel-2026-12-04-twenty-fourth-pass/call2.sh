@@ -6,7 +6,9 @@
 #           aimed at deepseek-v3's weight-gradient phases (23 of 35 ms, their fp32 stores with every SM storing)
 # Digests (both weight-gradient modes), the GPU tests of wgrad and ileave, cycles of deepseek-v3-routed (one
 # round) and qwen3 (two, if time is left), a timeline summary of deepseek-v3-routed for each (if time is left).
-# Prepare here:  bash scripts/variants.sh prepare base=main bwd=try/warp-epilogue-bwd wgrad=try/warp-epilogue-wgrad \
+# Prepare here (a new checkout has main only):
+#   bash reports/data/megakernel-2026-12-04-twenty-fourth-pass/make-branches.sh
+#   bash scripts/variants.sh prepare base=main bwd=try/warp-epilogue-bwd wgrad=try/warp-epilogue-wgrad \
 #                  ileave=try/interleave-dw-down
 #                (carry [".whl", ".variants"]); add call 1's winner as a fourth variant if there is one.
 source scripts/device_call.sh  # T0, R, pack, build_variants
