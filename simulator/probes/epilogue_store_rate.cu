@@ -6,7 +6,7 @@
 // the per-SM rate can be told from the HBM's, and then adds the kernel's other traffic one piece at a time.
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/esr simulator/probes/epilogue_store_rate.cu
-//   /tmp/esr            # one H200, ~20 s
+//   /tmp/esr            # one H200, ~25 s (or /tmp/esr MODE ...: those modes only)
 //
 // Each line: mode, CTAs, the tiles' store rate (GB/s, and B per clock per SM at the measured clock), and the
 // round's cycles as seen by each warpgroup's thread 0 (mean over its rounds): strip wait + first barrier,
@@ -39,15 +39,23 @@ constexpr int kStageBytes = 48 * 1024, kStages = 4, kLoadChunk = 16 * 1024;
 constexpr int kSmemBytes = 1024 + 2 * kSlots * kStrip + kStages * kStageBytes;
 constexpr int kTilesPerCta = 48;  // 6 MB per CTA, so one CTA's run stays short
 
-enum Mode { kTma, kTmaL2, kTmaHbm, kTmaMain, kTmaAll, kNoFill, kNoFence, kLsu, kOneWg2, kOneWg4, kModes };
+enum Mode { kTma, kTmaL2, kTmaHbm, kTmaMain, kTmaAll, kNoFill, kNoFence, kLsu, kOneWg2, kOneWg4, kWarp16, kWarp16Main, kModes };
 const char* kModeNames[kModes] = {"tma",     "tma+l2",  "tma+hbm", "tma+main", "tma+all",
-                                  "nofill",  "nofence", "lsu",     "1wg-2",    "1wg-4"};
+                                  "nofill",  "nofence", "lsu",     "1wg-2",    "1wg-4", "warp16", "warp16+main"};
+// warp16 / warp16+main (2026-12-04, twenty-fourth pass, not yet run): each of the 8 consumer warps stores its
+// own 16 rows per round through its own 2 strips of 16 rows (2 KB, 16-row boxes), its lane 0 waiting and
+// issuing, no barrier among warps: the per-warp epilogues of branch try/warp-epilogue (gemm/tma_store.cuh,
+// store_rounds_per_warp). The question: do 2 KB boxes keep the TMA store rate of 8 KB ones, and do the warps'
+// rounds overlap as the joint rounds' barriers did not.
 // 1wg-2 / 1wg-4 (run 2026-12-02, twelfth pass: ~18.9 B/clk per SM with 2 strips and with 4): warpgroup 0 alone stores its 64 rows of each
 // tile (64 KB) through 2 or 4 strips (16 or 32 KB in flight), as a staggered weight-gradient epilogue does
 // with its own strips or with the pooled ones (branch try/wgrad-strip-pool); warpgroup 1 idles.
 
+constexpr int kWarpStrip = 16 * 128;  // warp16: one warp's strip, 16 rows x 32 fp32
+
 struct Args {
-  CUtensorMap map;  // the output [M, N] fp32, box 32 x 64, 128-byte swizzle
+  CUtensorMap map;    // the output [M, N] fp32, box 32 x 64, 128-byte swizzle
+  CUtensorMap map16;  // the same, box 32 x 16 (warp16)
   float* out;
   const char* src;  // the producer's loads
   size_t src_bytes;
@@ -95,6 +103,36 @@ __device__ __forceinline__ void one_warpgroup_rounds(const Args& a, uint8_t* str
     if (tid == 0) {
       const int x = tn * 256 + 32 * r, y = tm * 128;
       asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(&a.map),
+                   "r"(x), "r"(y), "r"(smem_addr(strip))
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+    const long long c5 = clock64();
+    t[0] += c1 - c0, t[1] += c2 - c1, t[2] += c3 - c2, t[3] += c4 - c3, t[4] += c5 - c4, ++t[5];
+  }
+}
+
+// Every consumer warp's rounds on its own (modes warp16, warp16+main): 2 strips of 16 rows per warp.
+__device__ __forceinline__ void warp_rounds(const Args& a, uint8_t* strips, const float (&acc)[128], int tm, int tn,
+                                            unsigned long long (&t)[6]) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  uint8_t* mine = strips + warp * (2 * kWarpStrip);
+#pragma unroll
+  for (int r = 0; r < 8; ++r) {
+    const long long c0 = clock64();
+    if (lane == 0) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+    __syncwarp();
+    const long long c1 = clock64();
+    uint8_t* strip = mine + (r % 2) * kWarpStrip;
+    fill_strip(strip, acc, r, 0, lane);  // rows lane / 4 + {0, 8}: the warp's 16
+    const long long c2 = clock64();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    const long long c3 = clock64();
+    __syncwarp();
+    const long long c4 = clock64();
+    if (lane == 0) {
+      const int x = tn * 256 + 32 * r, y = tm * 128 + 16 * warp;
+      asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(&a.map16),
                    "r"(x), "r"(y), "r"(smem_addr(strip))
                    : "memory");
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
@@ -153,13 +191,14 @@ __global__ void __launch_bounds__(kThreads, 1) epilogue_store(const __grid_const
   for (int i = 0; i < 128; ++i) acc[i] = static_cast<float>(tid * 128 + i);
   unsigned long long t_in = 0, t_st = 0, t_fence = 0, t_out = 0, t_issue = 0, rounds = 0;
   const bool one_wg = a.mode == kOneWg2 || a.mode == kOneWg4;
+  const bool per_warp = a.mode == kWarp16 || a.mode == kWarp16Main;
   if (one_wg && wg == 1) return;  // (warpgroup 1 takes no part: the rounds use named barrier 2 of 128)
   unsigned long long t1[6] = {};
   const long long start = clock64();
   for (int j = 0; j < my_tiles; ++j) {
     const int t = blockIdx.x + j * gridDim.x;
     const int tm = t / tiles_n, tn = t % tiles_n;
-    if (a.mode == kTmaMain || a.mode == kTmaAll) {
+    if (a.mode == kTmaMain || a.mode == kTmaAll || a.mode == kWarp16Main) {
       const long long s0 = clock64();
       while (clock64() - s0 < a.main_cycles) {
       }
@@ -168,6 +207,10 @@ __global__ void __launch_bounds__(kThreads, 1) epilogue_store(const __grid_const
     if (one_wg) {
       if (a.mode == kOneWg2) one_warpgroup_rounds<2>(a, strips, acc, tm, tn, t1);
       else one_warpgroup_rounds<4>(a, strips, acc, tm, tn, t1);
+      continue;
+    }
+    if (per_warp) {
+      warp_rounds(a, strips, acc, tm, tn, t1);
       continue;
     }
     if (a.mode == kLsu) {
@@ -208,8 +251,8 @@ __global__ void __launch_bounds__(kThreads, 1) epilogue_store(const __grid_const
       ++rounds;
     }
   }
-  if (one_wg) t_in = t1[0], t_st = t1[1], t_fence = t1[2], t_out = t1[3], t_issue = t1[4], rounds = t1[5];
-  if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  if (one_wg || per_warp) t_in = t1[0], t_st = t1[1], t_fence = t1[2], t_out = t1[3], t_issue = t1[4], rounds = t1[5];
+  if (tid % 32 == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // (per_warp: every warp's lane 0)
   const long long end = clock64();
   if (leader) {
     unsigned long long* s = a.stats + blockIdx.x * kStatWords + wg * 5;
@@ -231,7 +274,22 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {  // argv: the modes to run (names as kModeNames), all when none given
+  auto wanted = [&](int mode) {
+    if (argc < 2) return true;
+    for (int i = 1; i < argc; ++i)
+      if (std::strcmp(argv[i], kModeNames[mode]) == 0) return true;
+    return false;
+  };
+  for (int i = 1; i < argc; ++i) {
+    bool known = false;
+    for (int m = 0; m < kModes; ++m) known = known || std::strcmp(argv[i], kModeNames[m]) == 0;
+    if (!known) {
+      printf("ERR unknown mode '%s' (modes: tma tma+l2 tma+hbm tma+main tma+all nofill nofence lsu 1wg-2 1wg-4 "
+             "warp16 warp16+main)\n", argv[i]);
+      return 2;
+    }
+  }
   cudaDeviceProp p;
   CK(cudaGetDeviceProperties(&p, 0));
   printf("device 0 %s SMs=%d\n", p.name, p.multiProcessorCount);
@@ -250,8 +308,12 @@ int main() {
   CUresult r = encode_tiled()(&a.map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, a.out, dims, strides, box, elem,
                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    printf("ERR cuTensorMapEncodeTiled %d\n", static_cast<int>(r));
+  const cuuint32_t box16[2] = {32, 16};
+  const CUresult r16 = encode_tiled()(&a.map16, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, a.out, dims, strides, box16, elem,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS || r16 != CUDA_SUCCESS) {
+    printf("ERR cuTensorMapEncodeTiled %d / %d\n", static_cast<int>(r), static_cast<int>(r16));
     return 1;
   }
   const int max_blocks = p.multiProcessorCount;
@@ -263,6 +325,7 @@ int main() {
   printf("mode       CTAs   GB/s  B/clk/SM  GHz | round cycles per leader (wg0 / wg1): in, st.shared, fence, barrier, issue\n");
   for (int mode = 0; mode < kModes; ++mode)
     for (int blocks : {1, 8, 33, 66, 116, 132}) {
+      if (!wanted(mode)) break;
       a.mode = mode;
       a.main_cycles = 4400;
       a.src_bytes = mode == kTmaHbm ? src_bytes : (8u << 20);

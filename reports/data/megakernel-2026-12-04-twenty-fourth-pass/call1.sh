@@ -4,6 +4,7 @@
 #   warp  the forward's epilogues per warp (each consumer warp stores its 16 rows through its own strips)
 #   stsm  warp + the strips written by stmatrix.x4
 #   sched the schedule kernels rewritten (one warp per chunk ranking by __match_any_sync; block scan)
+# First the store-rate probe's per-warp modes (simulator/probes/epilogue_store_rate.cu warp16, warp16+main).
 # Digests of all, the GPU tests of stsm and sched (with test_schedule_gpu, main's schedule in base's tree as
 # well), cycles (qwen3 two rounds with profiles, deepseek-v3-routed one), then a timeline summary of each.
 # Prepare here (a new checkout has main only):
@@ -11,7 +12,12 @@
 #   bash scripts/variants.sh prepare base=main warp=try/warp-epilogue stsm=try/warp-epilogue-stsm \
 #                  sched=try/fast-schedule     (carry [".whl", ".variants"])
 source scripts/device_call.sh  # T0, R, pack, build_variants
+(nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/esr simulator/probes/epilogue_store_rate.cu \
+  > $R/esr-build.log 2>&1) &
 build_variants
+wait  # the probe's build
+# the store-rate probe: 16-row per-warp boxes against the joint 64-row rounds (try/warp-epilogue's question)
+timeout 60 /tmp/esr tma tma+main warp16 warp16+main > $R/epilogue-store-probe.txt 2>&1; cat $R/epilogue-store-probe.txt | head -30
 (for v in base stsm sched; do
    (cd .variants/$v && cmake --build build-gpu -j 5 --target test_megakernel_gpu test_schedule_gpu > $R/build-tests-$v.log 2>&1) &
  done; wait) &
