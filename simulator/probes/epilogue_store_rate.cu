@@ -82,34 +82,48 @@ __device__ __forceinline__ void fill_strip(uint8_t* strip, const float (&acc)[12
   }
 }
 
-// Warpgroup 0's rounds alone, kStrips strips in flight (modes 1wg-2, 1wg-4); the same per-round split.
-template <int kStrips>
-__device__ __forceinline__ void one_warpgroup_rounds(const Args& a, uint8_t* strips, const float (&acc)[128], int tm,
-                                                     int tn, unsigned long long (&t)[6]) {
-  const int tid = threadIdx.x, w = tid / 32, lane = tid % 32;
+// A tile's 8 rounds with each step timed into t (strip wait + barrier, st.shared, fence, barrier, issue; then
+// the round count): `leader` waits for its oldest strip (kInFlight boxes may stay in flight) and issues the
+// round's box, `sync()` is the barrier of the threads that share the strips, strip_of(r) the round's strip.
+template <int kInFlight, class Sync, class StripOf, class Fill, class Issue>
+__device__ __forceinline__ void timed_rounds(unsigned long long (&t)[6], bool leader, Sync&& sync, StripOf&& strip_of,
+                                             Fill&& fill, Issue&& issue) {
 #pragma unroll
   for (int r = 0; r < 8; ++r) {
     const long long c0 = clock64();
-    if (tid == 0) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kStrips - 1) : "memory");
-    bar_wg0();
+    if (leader) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kInFlight) : "memory");
+    sync();
     const long long c1 = clock64();
-    uint8_t* strip = strips + (r % kStrips) * kStrip;
-    fill_strip(strip, acc, r, w % 4, lane);
+    uint8_t* strip = strip_of(r);
+    fill(r, strip);
     const long long c2 = clock64();
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     const long long c3 = clock64();
-    bar_wg0();
+    sync();
     const long long c4 = clock64();
-    if (tid == 0) {
-      const int x = tn * 256 + 32 * r, y = tm * 128;
-      asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(&a.map),
-                   "r"(x), "r"(y), "r"(smem_addr(strip))
-                   : "memory");
+    if (leader) {
+      issue(r, strip);
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
     const long long c5 = clock64();
     t[0] += c1 - c0, t[1] += c2 - c1, t[2] += c3 - c2, t[3] += c4 - c3, t[4] += c5 - c4, ++t[5];
   }
+}
+__device__ __forceinline__ void tma_store_box(const CUtensorMap* map, int x, int y, const uint8_t* strip) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map), "r"(x), "r"(y),
+               "r"(smem_addr(strip))
+               : "memory");
+}
+
+// Warpgroup 0's rounds alone, kStrips strips in flight (modes 1wg-2, 1wg-4).
+template <int kStrips>
+__device__ __forceinline__ void one_warpgroup_rounds(const Args& a, uint8_t* strips, const float (&acc)[128], int tm,
+                                                     int tn, unsigned long long (&t)[6]) {
+  const int tid = threadIdx.x, w = tid / 32, lane = tid % 32;
+  timed_rounds<kStrips - 1>(
+      t, tid == 0, [] { bar_wg0(); }, [&](int r) { return strips + (r % kStrips) * kStrip; },
+      [&](int r, uint8_t* strip) { fill_strip(strip, acc, r, w % 4, lane); },
+      [&](int r, const uint8_t* strip) { tma_store_box(&a.map, tn * 256 + 32 * r, tm * 128, strip); });
 }
 
 // Every consumer warp's rounds on its own (modes warp16, warp16+main): 2 strips of 16 rows per warp.
@@ -117,29 +131,10 @@ __device__ __forceinline__ void warp_rounds(const Args& a, uint8_t* strips, cons
                                             unsigned long long (&t)[6]) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   uint8_t* mine = strips + warp * (2 * kWarpStrip);
-#pragma unroll
-  for (int r = 0; r < 8; ++r) {
-    const long long c0 = clock64();
-    if (lane == 0) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-    __syncwarp();
-    const long long c1 = clock64();
-    uint8_t* strip = mine + (r % 2) * kWarpStrip;
-    fill_strip(strip, acc, r, 0, lane);  // rows lane / 4 + {0, 8}: the warp's 16
-    const long long c2 = clock64();
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    const long long c3 = clock64();
-    __syncwarp();
-    const long long c4 = clock64();
-    if (lane == 0) {
-      const int x = tn * 256 + 32 * r, y = tm * 128 + 16 * warp;
-      asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(&a.map16),
-                   "r"(x), "r"(y), "r"(smem_addr(strip))
-                   : "memory");
-      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    }
-    const long long c5 = clock64();
-    t[0] += c1 - c0, t[1] += c2 - c1, t[2] += c3 - c2, t[3] += c4 - c3, t[4] += c5 - c4, ++t[5];
-  }
+  timed_rounds<1>(
+      t, lane == 0, [] { __syncwarp(); }, [&](int r) { return mine + (r % 2) * kWarpStrip; },
+      [&](int r, uint8_t* strip) { fill_strip(strip, acc, r, 0, lane); },  // rows lane / 4 + {0, 8}: the warp's 16
+      [&](int r, const uint8_t* strip) { tma_store_box(&a.map16, tn * 256 + 32 * r, tm * 128 + 16 * warp, strip); });
 }
 
 __global__ void __launch_bounds__(kThreads, 1) epilogue_store(const __grid_constant__ Args a) {
