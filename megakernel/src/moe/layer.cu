@@ -231,7 +231,7 @@ struct MoeLayer::Impl {
     d.H = spec.hidden, d.I = spec.intermediate, d.Is = spec.shared_intermediate, d.E = spec.experts, d.K = spec.top_k;
     d.has_clamp = spec.swiglu_limit.has_value();
     d.clamp_limit = spec.swiglu_limit.value_or(0.0f);
-    d.mtiles_cap = ceil_div(d.T * d.K + d.E * (kBM - 1), kBM);
+    d.mtiles_cap = mk::routed_mtiles_cap(d.T, d.K, d.E);
     d.rows_cap = d.mtiles_cap * kBM;
     CALICO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     CALICO_CUDA_CHECK(cudaEventCreate(&ev0));

@@ -16,6 +16,9 @@ constexpr int kGateUpN = 128;  // gate columns per tile (and as many up columns)
 constexpr int kWideN = 256;    // N of the down, dgrad and wgrad tiles
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+// The m-tiles the expert-major buffers hold for T tokens, top-K, E experts: every (t, k) row plus each
+// expert's segment padded to kBM rows (at most kBM - 1 padding rows per expert).
+__host__ __device__ constexpr int routed_mtiles_cap(int T, int K, int E) { return ceil_div(T * K + E * (kBM - 1), kBM); }
 
 struct LayerDims {
   int T = 0, H = 0, I = 0, Is = 0, E = 0, K = 0;  // Is = 0: no shared expert

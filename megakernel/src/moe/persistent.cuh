@@ -91,8 +91,8 @@ __device__ __forceinline__ void publish_end(const SyncContext& sc, GemmSmem& s, 
 // plan.has_stages(task): false for a task with nothing to do (a weight gradient of an expert without rows: its
 // accumulator stays as it is), which the dynamic walk skips. A side task (no K loop) passes one empty stage
 // (publish_empty_stage / consume_empty_stage), which carries its ring entry.
-// kTimeline: this instantiation records the timeline (when sync.timeline is set); the launchers pick it only
-// for a recording launch, so the timeline costs the kernels that do not record nothing (scripts/sass_audit.sh:
+// kTimeline: this instantiation records the timeline; the launchers pick it only for a recording launch (one
+// with sync.timeline set), so the timeline costs the kernels that do not record nothing (scripts/sass_audit.sh:
 // their SASS is the one before the timeline existed).
 template <bool kTimeline, class Plan, class Comm, class Produce, class Consume, class Tail>
 __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_comm, GemmSmem& s, const Plan& plan,
@@ -168,7 +168,7 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
     }
     const long long c0 = clock64();
     if constexpr (kTimeline)
-      if (ctid == 0 && sync.timeline != nullptr) s.timeline_task_start = global_timer_ns();  // first stage is full
+      if (ctid == 0) s.timeline_task_start = global_timer_ns();  // first stage is full
     if (!consume(ps, release, task, id, ctid)) {
       if (ctid % 128 == 0) bulk_wait_all_written();  // the epilogue strips stay in use until their stores are done
       return;

@@ -100,7 +100,7 @@ RoutingSchedule schedule_on_device(const std::vector<int>& topk, const std::vect
           n, topk.size(), weights.size());
   for (size_t i = 0; i < n; ++i)
     require(topk[i] >= 0 && topk[i] < E, "schedule_on_device: topk[{}] = {} is outside [0, {})", i, topk[i], E);
-  const int mtiles_cap = mk::ceil_div(T * K + E * (mk::kBM - 1), mk::kBM), rows_cap = mtiles_cap * mk::kBM;
+  const int mtiles_cap = mk::routed_mtiles_cap(T, K, E), rows_cap = mtiles_cap * mk::kBM;
   DeviceBuffer<int> d_topk(topk), counts(E), tile_first(E + 1), tile_expert(mtiles_cap), token_row(n),
       row_token(rows_cap), totals(2), scratch(mk::schedule_scratch_ints(T, E));
   DeviceBuffer<float> d_weights(weights), row_weight(rows_cap);

@@ -97,18 +97,17 @@ __device__ __forceinline__ void profile_add(const SyncContext& s, int slot, long
 }
 __device__ __forceinline__ uint64_t global_timer_ns();
 // A timeline record's start (0 when not recording: no timer read), and the record itself, from start to now.
-// kTimeline: the kernel's instantiation (moe/persistent.cuh); without it both are nothing, so a launch that does
-// not record runs the kernel the timeline never touched.
+// kTimeline: the kernel's instantiation (moe/persistent.cuh), launched only with s.timeline set; without it both
+// are nothing, so a launch that does not record runs the kernel the timeline never touched.
 template <bool kTimeline>
-__device__ __forceinline__ unsigned long long timeline_start(const SyncContext& s) {
+__device__ __forceinline__ unsigned long long timeline_start(const SyncContext&) {
   if constexpr (!kTimeline) return 0;
-  return s.timeline != nullptr ? global_timer_ns() : 0;
+  return global_timer_ns();
 }
 template <bool kTimeline>
 __device__ __forceinline__ void timeline_add(const SyncContext& s, int stage, int task, int expert, int m, int n,
                                              unsigned long long start) {
   if constexpr (!kTimeline) return;
-  if (s.timeline == nullptr) return;
   const unsigned i = atomicAdd(s.timeline_count, 1u);
   if (i < s.timeline_capacity)
     s.timeline[i] = TimelineSlot{static_cast<int>(blockIdx.x), stage, task, expert, m, n, start, global_timer_ns()};
