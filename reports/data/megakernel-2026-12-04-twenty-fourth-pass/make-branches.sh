@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Recreates the twenty-fourth pass's candidate branches from patches/ (a checkout keeps main only): each
 # try/NAME is its parent plus patches/NAME/*.patch (git am), the parents as below. BASE: the commit main's
-# branches start from (default: the one the patches were made on, 6804b1d; a later main works as long as the
+# branches start from (default: the one the patches were made on, e8c6f1a; a later main works as long as the
 # patched files did not change). Run from the repository root on a clean tree:
 #   bash reports/data/megakernel-2026-12-04-twenty-fourth-pass/make-branches.sh [BASE]
 set -euo pipefail
@@ -9,7 +9,7 @@ set -euo pipefail
 here="$(mktemp -d)"
 trap 'rm -rf "$here"' EXIT
 cp -r "$(cd "$(dirname "$0")" && pwd)/patches" "$here/"
-base="${1:-6804b1d}"
+base="${1:-e8c6f1a}"
 git rev-parse --verify --quiet "$base^{commit}" > /dev/null || { echo "'$base' is not a commit" >&2; exit 2; }
 [ -z "$(git status --porcelain --untracked-files=no)" ] || { echo "the tree has uncommitted changes" >&2; exit 2; }
 start="$(git rev-parse --abbrev-ref HEAD)"
