@@ -234,7 +234,9 @@ class PassSim {
     G.computing = false;
     G.end = std::max(G.end, t);
     const CTask task = running_[g];
-    if (task.stage != Stage::shared) {
+    if (task.stage == Stage::combine) {  // EP = 1's local combine (expert_outputs_ready)
+      ++G.combines_done;
+    } else if (task.stage != Stage::shared) {
       const auto pos = std::find(stages_.begin(), stages_.end(), task.stage) - stages_.begin();
       if (pos == 0) first_stage_done(task.mb, t);
       if (pos + 1 < static_cast<long>(stages_.size())) {
@@ -253,8 +255,8 @@ class PassSim {
       push_event(t + ps(topo_.one_way_signal_ns() + fan_in_ns(R_ - 1)), Ev::deps_ready_all, -1, kDispatch, m + ring_);
   }
   void expert_outputs_ready(int g, int m, Time t) {
-    if (R_ == 1) {
-      ++gpu_[g].combines_done;  // the outputs are already at home
+    if (R_ == 1) {  // the outputs are already at home: the weighted sums read them in place (work.cpp)
+      make_ready(g, Stage::combine, m, t);
       return;
     }
     if (dir_[kCombine] == Direction::push) {

@@ -63,6 +63,7 @@ constexpr DoubleField kOptionalFields[] = {
     {"sm_peer_overhead", &Topology::sm_peer_overhead},
     {"port_peer_overhead", &Topology::port_peer_overhead},
     {"poll_lanes", &Topology::poll_lanes},
+    {"epilogue_store_gbps_per_sm", &Topology::epilogue_store_gbps_per_sm},
 };
 
 std::string read_file(const std::filesystem::path& p) {

@@ -195,6 +195,15 @@ TimelineComparison compare_timeline(const SimResult& predicted, const std::vecto
     const auto a = ps.find(k), b = ms.find(k);
     c.stages.push_back({Pass(k.first), Stage(k.second), a == ps.end() ? 0.0 : a->second, b == ms.end() ? 0.0 : b->second});
   }
+  for (const auto* recs : {&p, &m}) {
+    double first[2] = {1e300, 1e300}, last[2] = {-1e300, -1e300};
+    for (const auto& r : *recs) {
+      const int k = static_cast<int>(r.pass);
+      first[k] = std::min(first[k], r.a), last[k] = std::max(last[k], r.b);
+    }
+    double* span = recs == &p ? c.predicted_pass_us : c.measured_pass_us;
+    for (int k = 0; k < 2; ++k) span[k] = last[k] >= first[k] ? last[k] - first[k] : 0.0;
+  }
   c.predicted_layer_us = predicted.layer_ps / 1e6;
   c.measured_layer_us = hi - lo;
   return c;
@@ -207,6 +216,10 @@ std::string format_comparison(const TimelineComparison& c) {
   for (const auto& x : c.stages)
     s += fmt::format("{:<9} {:<9} {:>14.2f} {:>14.2f} {:>9}\n", to_string(x.pass), to_string(x.stage), x.predicted_us,
                      x.measured_us, ratio(x.predicted_us, x.measured_us));
+  for (Pass pass : {Pass::forward, Pass::backward})
+    s += fmt::format("{:<19} {:>14.2f} {:>14.2f} {:>9}\n", fmt::format("{} pass", to_string(pass)),
+                     c.predicted_pass_us[int(pass)], c.measured_pass_us[int(pass)],
+                     ratio(c.predicted_pass_us[int(pass)], c.measured_pass_us[int(pass)]));
   s += fmt::format("{:<19} {:>14.2f} {:>14.2f} {:>9}\n", "layer", c.predicted_layer_us, c.measured_layer_us,
                    ratio(c.predicted_layer_us, c.measured_layer_us));
   return s;

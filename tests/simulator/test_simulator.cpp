@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -266,6 +267,72 @@ TEST(Simulator, RunsOnAHandBuiltSchedule) {
   EXPECT_GT(res.layer_ps, 0);
 }
 
+// --- EP = 1: the epilogue stores and the local combine (MODEL.md, "Compute") ---
+
+// Sum of the compute slices of (pass, stage) on GPU 0, in ps.
+Time compute_time(const SimResult& r, Pass pass, Stage stage) {
+  Time sum = 0;
+  for (const auto& s : r.slices)
+    if (s.track == "compute" && s.pass == pass && s.stage == stage) sum += s.end - s.start;
+  return sum;
+}
+
+TEST(OneGpu, EpilogueStoresAddTheirTimeToEveryTileWave) {
+  // qwen3 at R = 1, one minibatch: the forward down stage is tensor-bound, so its duration is waves x tile
+  // time; an epilogue rate adds waves x (128 x 256 bf16 / rate). The waves are counted here from the
+  // traffic's rows, independently of work.cpp.
+  const LayerSpec s = load_preset("qwen3-30b-a3b");
+  Topology t = load_topology("h200x2");
+  const RunConfig r = run(1, 4096, 0, 16, Direction::push, Direction::push);
+  const Traffic tr = traffic_uniform(s, 1, 4096, r.minibatch_tokens(), 7);
+  int64_t tiles = 0;
+  for (int e = 0; e < tr.experts; ++e) tiles += (tr.rows(0, e) + t.tile_m - 1) / t.tile_m * ((s.hidden + t.tile_n - 1) / t.tile_n);
+  const int64_t waves = (tiles + t.sms - 1) / t.sms;  // EP = 1: every SM computes
+  SimOptions o;
+  o.trace = true;
+  t.epilogue_store_gbps_per_sm = 0;
+  const SimResult free_stores = simulate(t, s, r, tr, o);
+  t.epilogue_store_gbps_per_sm = 25;
+  const SimResult priced = simulate(t, s, r, tr, o);
+  const double per_tile_ps = 2.0 * t.tile_m * t.tile_n / (25 * 1e-3);
+  const double added = double(compute_time(priced, Pass::forward, Stage::down) - compute_time(free_stores, Pass::forward, Stage::down));
+  EXPECT_NEAR(added, double(waves) * per_tile_ps, 2.0);  // (the task's rounding to whole ps)
+  // The weight gradients' fp32 tiles cost twice a bf16 tile's epilogue: the backward grows by more than the
+  // forward (negative control: the same rate cannot leave both passes alike).
+  EXPECT_GT(priced.backward_ps - free_stores.backward_ps, priced.forward_ps - free_stores.forward_ps);
+  t.epilogue_store_gbps_per_sm = 0;
+  EXPECT_EQ(simulate(t, s, r, tr, o).layer_ps, free_stores.layer_ps);
+}
+
+TEST(OneGpu, TheLocalCombineReadsEveryRowAtTheLocalCopyRate) {
+  // At R = 1 each pass ends with the weighted sums of every token's K rows: (T K + T) rows of 2H bytes
+  // through HBM at local_copy_gbps (read and write counted), one task per minibatch after its last stage.
+  const LayerSpec s = load_preset("qwen3-30b-a3b");
+  const Topology t = load_topology("h200x2");
+  SimOptions o;
+  o.trace = true;
+  const int64_t T = 2048, mb = 512;
+  const SimResult r = sim(t, s, run(1, T, mb, 16, Direction::push, Direction::push), o);
+  for (Pass pass : {Pass::forward, Pass::backward}) {
+    int tasks = 0;
+    Time last_down_or_gate_up = 0, first_combine = std::numeric_limits<Time>::max();
+    for (const auto& x : r.slices)
+      if (x.track == "compute" && x.pass == pass) {
+        if (x.stage == Stage::combine) ++tasks, first_combine = std::min(first_combine, x.start);
+        if (x.stage == (pass == Pass::forward ? Stage::down : Stage::gate_up) && x.minibatch == 0)
+          last_down_or_gate_up = std::max(last_down_or_gate_up, x.end);
+      }
+    EXPECT_EQ(tasks, T / mb);
+    EXPECT_GE(first_combine, last_down_or_gate_up);  // minibatch 0's combine after its last stage
+    const double bytes = 2.0 * s.hidden * double(T * s.top_k + T);
+    const double expect_ps = bytes / (t.local_copy_gbps * 1e-3) + (T / mb) * t.task_overhead_ns * kPsPerNs;
+    EXPECT_NEAR(double(compute_time(r, pass, Stage::combine)), expect_ps, double(T / mb));
+  }
+  // Negative control: two ranks combine over the links, not as compute tasks.
+  const SimResult two = sim(t, s, run(2, T, mb, 16, Direction::push, Direction::push), o);
+  EXPECT_EQ(compute_time(two, Pass::forward, Stage::combine), 0);
+}
+
 // --- trace and timeline ---
 
 TEST(Trace, PerfettoJsonHasOneTrackPerRoleAndLink) {
@@ -324,6 +391,12 @@ TEST(Timeline, SyntheticMeasurementComparesPerStage) {
       EXPECT_NEAR(st.measured_us / st.predicted_us, 1.5, 0.01) << to_string(st.pass) << " " << to_string(st.stage);
     }
     EXPECT_NEAR(c.measured_layer_us / c.predicted_layer_us, 1.5, 0.01);
+    for (Pass pass : {Pass::forward, Pass::backward}) {
+      ASSERT_GT(c.predicted_pass_us[int(pass)], 0) << to_string(pass);
+      EXPECT_NEAR(c.measured_pass_us[int(pass)] / c.predicted_pass_us[int(pass)], 1.5, 0.01) << to_string(pass);
+    }
+    // Negative control: the backward pass is its own span, not the layer's.
+    EXPECT_LT(c.predicted_pass_us[int(Pass::backward)], 0.99 * c.predicted_layer_us);
     std::filesystem::remove(path);
   }
 }

@@ -58,6 +58,10 @@ struct Topology {
   double sm_peer_overhead = 0;                 // per doubling of peers: fractional loss of per-SM engine rate
   double port_peer_overhead = 0;               // per doubling of peers: port bytes per data byte above 1
   double poll_lanes = 32;                      // flags one polling warp checks per poll
+  // --- third cut (optional) ---
+  // Rate at which one SM's GEMM tile leaves after its main loop (the epilogue's stores), GB/s; 0: not
+  // priced (the tile is its main loop only). MODEL.md, "Compute".
+  double epilogue_store_gbps_per_sm = 0;
   std::map<std::string, std::string> sources;  // parameter -> where its value comes from
 
   double link_bytes_per_ps() const { return link_gbps * link_efficiency * 1e-3; }
@@ -186,6 +190,9 @@ struct StageComparison {
 };
 struct TimelineComparison {
   std::vector<StageComparison> stages;
+  // Each pass from its first start to its last end (index: Pass): with stages that interleave (the
+  // megakernel's backward walk) the stage spans overlap, and these are what compares like with like.
+  double predicted_pass_us[2] = {0, 0}, measured_pass_us[2] = {0, 0};
   double predicted_layer_us = 0, measured_layer_us = 0;
 };
 TimelineComparison compare_timeline(const SimResult& predicted, const std::vector<TimelineRecord>& measured);
