@@ -28,9 +28,17 @@ namespace {
 constexpr int kChunkTokens = 256;     // tokens per chunk: one warp places them (place_kernel)
 constexpr int kPlaceWarps = 4;        // chunks per place_kernel block
 constexpr int kSegmentThreads = 512;  // the one segment_kernel block
+constexpr int kPlaceBatch = 8;        // steps of 32 entries whose routing a place_kernel warp loads at once
 
-__global__ void chunk_count_kernel(const int* topk, int T, int K, int E, int* chunk_counts) {
+// Also marks every row as padding (token -1, weight 0); place_kernel, later on the stream, overwrites the
+// routed ones. (Was two cudaMemsetAsync calls: two more launches on the forward's critical path.)
+__global__ void chunk_count_kernel(const int* topk, int T, int K, int E, int* chunk_counts, int rows_cap,
+                                   int* row_token, float* row_weight) {
   extern __shared__ int counts[];
+  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows_cap; r += gridDim.x * blockDim.x) {
+    row_token[r] = -1;
+    row_weight[r] = 0.0f;
+  }
   for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = 0;
   __syncthreads();
   const int t0 = blockIdx.x * kChunkTokens, t1 = min(T, t0 + kChunkTokens);
@@ -90,20 +98,32 @@ __global__ void place_kernel(const int* __restrict__ topk, const float* __restri
   __syncwarp();
   const int p0 = chunk * kChunkTokens * K, p1 = min(T, (chunk + 1) * kChunkTokens) * K;
   const unsigned below = (1u << lane) - 1u;
-  for (int q = p0; q < p1; q += 32) {
-    const int p = q + lane;
-    const bool live = p < p1;
-    const int e = live ? topk[p] : -1;                  // (the host checked 0 <= e < E)
-    const unsigned peers = __match_any_sync(~0u, e);    // the lanes of this step with the same expert
-    const int rank = __popc(peers & below);             // of them, those before this lane (lower p)
-    const int row = live ? next[e] + rank : 0;
-    __syncwarp();                                       // every lane has read next[] before the update
-    if (live && rank == 0) next[e] += __popc(peers);    // the group's lowest lane
-    __syncwarp();
-    if (live) {
-      s.token_row[p] = row;
-      s.row_token[row] = p / K;
-      s.row_weight[row] = weights[p];
+  // The routing of kPlaceBatch steps is loaded before any is placed: the loads are independent, so they are
+  // in flight together instead of one global latency per step ahead of the step's shuffle and shared update.
+  for (int q0 = p0; q0 < p1; q0 += 32 * kPlaceBatch) {
+    int expert[kPlaceBatch];
+    float weight[kPlaceBatch];
+#pragma unroll
+    for (int b = 0; b < kPlaceBatch; ++b) {
+      const int p = q0 + 32 * b + lane;
+      expert[b] = p < p1 ? topk[p] : -1;  // (the host checked 0 <= e < E)
+      weight[b] = p < p1 ? weights[p] : 0.0f;
+    }
+#pragma unroll
+    for (int b = 0; b < kPlaceBatch; ++b) {
+      const int p = q0 + 32 * b + lane, e = expert[b];
+      const bool live = p < p1;
+      const unsigned peers = __match_any_sync(~0u, e);  // the lanes of this step with the same expert
+      const int rank = __popc(peers & below);           // of them, those before this lane (lower p)
+      const int row = live ? next[e] + rank : 0;
+      __syncwarp();                                     // every lane has read next[] before the update
+      if (live && rank == 0) next[e] += __popc(peers);  // the group's lowest lane
+      __syncwarp();
+      if (live) {
+        s.token_row[p] = row;
+        s.row_token[row] = p / K;
+        s.row_weight[row] = weight[b];
+      }
     }
   }
 }
@@ -118,9 +138,8 @@ void launch_schedule(const int* topk, const float* weights, int T, int K, int E,
   const int chunks = ceil_div(T, kChunkTokens);
   int* chunk_counts = scratch;
   int* chunk_base = scratch + static_cast<size_t>(chunks) * E;
-  cudaMemsetAsync(s.row_token, 0xFF, sizeof(int) * rows_cap, stream);  // -1: padding
-  cudaMemsetAsync(s.row_weight, 0, sizeof(float) * rows_cap, stream);
-  chunk_count_kernel<<<chunks, 256, sizeof(int) * E, stream>>>(topk, T, K, E, chunk_counts);
+  chunk_count_kernel<<<chunks, 256, sizeof(int) * E, stream>>>(topk, T, K, E, chunk_counts, rows_cap, s.row_token,
+                                                               s.row_weight);
   segment_kernel<<<1, kSegmentThreads, sizeof(int) * E, stream>>>(chunk_counts, chunk_base, chunks, E, s);
   place_kernel<<<ceil_div(chunks, kPlaceWarps), 32 * kPlaceWarps, sizeof(int) * kPlaceWarps * E, stream>>>(
       topk, weights, T, K, E, chunks, chunk_base, s);
