@@ -23,24 +23,28 @@ namespace calico::gpu::mk {
 
 template <class T>
 constexpr int kStripCols = 128 / static_cast<int>(sizeof(T));
-template <class T>
+// kRows: 64 (a warpgroup's strip) or 16 (a warp's: the forward's epilogues, store_rounds_per_warp).
+template <class T, int kRows = 64>
 using StripLayout = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{},
-                                                 cute::Shape<cute::_64, cute::Int<kStripCols<T>>>{}));
-template <class T>
+                                                 cute::Shape<cute::Int<kRows>, cute::Int<kStripCols<T>>>{}));
+template <class T, int kRows = 64>
 using StoreAtom = decltype(cute::make_tma_atom(
     cute::SM90_TMA_STORE{},
     cute::make_tensor(cute::make_gmem_ptr(static_cast<T*>(nullptr)), GmemShape{}, StrideKMajor{}),
-    StripLayout<T>{}, cute::Shape<cute::_64, cute::Int<kStripCols<T>>>{}));
+    StripLayout<T, kRows>{}, cute::Shape<cute::Int<kRows>, cute::Int<kStripCols<T>>>{}));
 
-// A row-major output [rows, cols] per l (l: the expert of a weight gradient, else 1), stored by strips.
-template <class T>
+// A row-major output [rows, cols] per l (l: the expert of a weight gradient, else 1), stored by strips of
+// kBoxRows rows.
+template <class T, int kBoxRows = 64>
 struct StoreOperand {
-  StoreAtom<T> atom;
+  static constexpr int kRows = kBoxRows;
+  StoreAtom<T, kBoxRows> atom;
   int rows = 0, cols = 0, l = 0;
 };
 
 using StoreBf16 = StoreOperand<bf16_t>;
 using StoreF32 = StoreOperand<float>;
+using StoreBf16Warp = StoreOperand<bf16_t, 16>;  // a consumer warp's 16 rows (the forward)
 
 // Byte offset of column c (an even column: pairs never straddle a 16-byte chunk) of strip row r: the 128-byte
 // swizzle XORs the 16-byte chunk index with r % 8 (CuTe's Layout_K_SW128_Atom, which the TMA atom was built
@@ -74,16 +78,16 @@ __device__ __forceinline__ void bulk_wait_all_written() {
   fence_proxy_async_global();
 }
 
-// TMA store of one strip: rows [64 * row64, +64), columns [kStripCols * strip, +kStripCols) of l. Nothing is
-// issued for a box wholly past the tensor (TMA clips the partial ones).
-template <class T>
-__device__ __forceinline__ void tma_store_strip(const StoreOperand<T>& op, const uint8_t* smem, int row64,
+// TMA store of one strip: rows [R * row_box, +R), columns [kStripCols * strip, +kStripCols) of l (R: the
+// operand's box rows, 64 or 16). Nothing is issued for a box wholly past the tensor (TMA clips the partial ones).
+template <class T, int R>
+__device__ __forceinline__ void tma_store_strip(const StoreOperand<T, R>& op, const uint8_t* smem, int row_box,
                                                 int strip, int l) {
   using namespace cute;
-  if (row64 * 64 >= op.rows || strip * kStripCols<T> >= op.cols) return;
+  if (row_box * R >= op.rows || strip * kStripCols<T> >= op.cols) return;
   Tensor m = op.atom.get_tma_tensor(make_shape(op.rows, op.cols, op.l));
-  Tensor g = local_tile(m, Shape<_64, Int<kStripCols<T>>>{}, make_coord(row64, strip, l));
-  Tensor s = make_tensor(make_smem_ptr(reinterpret_cast<const T*>(smem)), StripLayout<T>{});
+  Tensor g = local_tile(m, Shape<Int<R>, Int<kStripCols<T>>>{}, make_coord(row_box, strip, l));
+  Tensor s = make_tensor(make_smem_ptr(reinterpret_cast<const T*>(smem)), StripLayout<T, R>{});
   auto [tg, ts] = tma_partition(op.atom, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s), group_modes<0, 2>(g));
   copy(op.atom, ts, tg);
 }
@@ -117,9 +121,11 @@ struct DeferredRelease {
   // ~20 B/clk: ~5k cycles, while one k-tile's batch covers ~1k), which grew by as much as the release wait it
   // removed; a later k-tile finds the writes done.
   static constexpr int kFlushKTile = 5;
-  __device__ __forceinline__ auto flush_after_batch(int ctid, int k_tiles) {
-    return [this, ctid, k_tiles](int kt) {
-      if (ctid == 0 && kt == (k_tiles - 1 < kFlushKTile ? k_tiles - 1 : kFlushKTile)) flush();
+  // holder: this thread holds releases (consumer thread 0, or in the forward lane 0 of every consumer warp:
+  // store_rounds_per_warp).
+  __device__ __forceinline__ auto flush_after_batch(bool holder, int k_tiles) {
+    return [this, holder, k_tiles](int kt) {
+      if (holder && kt == (k_tiles - 1 < kFlushKTile ? k_tiles - 1 : kFlushKTile)) flush();
     };
   }
 };
@@ -179,6 +185,52 @@ __device__ __forceinline__ void store_rounds(const SyncContext& sc, GemmSmem& s,
     }
   }
   if (ctid == 0) profile_add(sc, kProfStoreWait, waited);
+}
+
+// The per-warp form of store_rounds (the forward's epilogues): each consumer warp stores its own 16 rows of a
+// round from its own kWarpSlots strips of 16 rows x 128 bytes (2 KB; the warp's 4 KB of GemmSmem::out), its
+// lane 0 waiting for its slots and issuing its boxes, so no warp waits for another: the 256-thread barriers of
+// store_rounds (two per round) serialised every round's latency across all eight warps. A warp's results are
+// written (and its counter releases made) by its own lane 0 (DeferredRelease, one per warp).
+constexpr int kWarpSlots = 2;
+constexpr int kWarpStripBytes = 16 * 128;
+static_assert(kConsumerThreads / 32 * kWarpSlots * kWarpStripBytes <= sizeof(GemmSmem::out));
+template <int kRounds, class Fill, class Issue>
+__device__ __forceinline__ void store_rounds_per_warp(GemmSmem& s, int ctid, Fill&& fill, Issue&& issue) {
+  static_assert(kRounds % kWarpSlots == 0, "every tile ends on the same slot (see the header)");
+  const bool leader = ctid % 32 == 0;
+  uint8_t* slots = &s.out[0][0] + (ctid / 32) * (kWarpSlots * kWarpStripBytes);
+  CUTE_UNROLL
+  for (int r = 0; r < kRounds; ++r) {
+    uint8_t* strip = slots + (r % kWarpSlots) * kWarpStripBytes;
+    if (leader) bulk_wait_read<kWarpSlots - 1>();  // this round's slot: read out kWarpSlots rounds ago
+    __syncwarp();
+    fill(r, strip);
+    fence_proxy_async_shared();  // generic writes -> the TMA engine's reads
+    __syncwarp();
+    if (leader) {
+      issue(r, strip);
+      bulk_commit();
+    }
+  }
+}
+
+// store_tile_bf16 by warps (store_rounds_per_warp): this warp's 16 rows of the 128 x 256 tile, 64 columns per
+// round, to 16-row boxes of `out`.
+template <class Acc, class Coord>
+__device__ __forceinline__ void store_tile_bf16_per_warp(GemmSmem& s, int ctid, Acc& acc, const Coord& coord,
+                                                         const StoreBf16Warp& out, int m_tile, int n_tile) {
+  using cute::get;
+  store_rounds_per_warp<256 / 64>(
+      s, ctid,
+      [&](int r, uint8_t* strip) {
+        CUTE_UNROLL
+        for (int i = 32 * r; i < 32 * r + 32; i += 2) {
+          const int m = get<0>(coord(i)), c = get<1>(coord(i)) - 64 * r;
+          st_shared_u32(strip, strip_offset<bf16_t>(m % 16, c), bf16x2_from_f32(acc(i), acc(i + 1)));
+        }
+      },
+      [&](int r, const uint8_t* strip) { tma_store_strip(out, strip, m_tile * 8 + ctid / 32, n_tile * (256 / 64) + r, 0); });
 }
 
 // A 128 x 256 fp32 accumulator tile (the m64n256 fragments of both consumer warpgroups) rounded to bf16 and

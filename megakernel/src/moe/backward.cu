@@ -78,6 +78,7 @@ struct BwdTask {
 };
 
 struct BwdPlan {
+  static constexpr bool kReleasesByWarp = false;  // consumer thread 0 holds them (moe/persistent.cuh)
   int mt, mts, ndh, ndhs, nd;
   int wd_m, wd_n, wds_n, wg_m, wgs_m, wg_n;  // wgrad tile grids
   int ends[10];
@@ -417,7 +418,7 @@ __device__ __forceinline__ bool wide_tile(const BackwardParams& p, GemmSmem& s, 
   const long long c0 = clock64();
   init(acc, coord);
   const long long cm = profile_lap(p.sync, kProfCarryIn, c0, ctid);
-  auto after = [&, flush = release.flush_after_batch(ctid, k_tiles)](int kt) {
+  auto after = [&, flush = release.flush_after_batch(ctid == 0, k_tiles)](int kt) {
     flush(kt);
     after_batch(kt);
   };

@@ -54,6 +54,10 @@ struct FwdPlan {
     total = end_sd + mt * nd;
   }
   __device__ int total_down() const { return (mts + mt) * nd; }
+  // Each consumer warp stores its own rows of a tile and releases its counters itself
+  // (gemm/tma_store.cuh, store_rounds_per_warp): a tile is done at this many increments.
+  static constexpr int kSignalsPerTile = kConsumerThreads / 32;
+  static constexpr bool kReleasesByWarp = true;  // moe/persistent.cuh
   __device__ bool has_stages(const FwdTask&) const { return true; }  // every forward task has a K loop
   __device__ int timeline_stage(const FwdTask& t) const {
     return t.kind == kSharedGateUp ? kTlSharedGateUp
@@ -134,7 +138,7 @@ __device__ bool produce(const ForwardParams& p, GemmSmem& s, PipeState& ps, cons
       load_b(kt, st, bar);
     });
   }
-  const int expected = sh ? plan.ngus : plan.ngu;
+  const int expected = (sh ? plan.ngus : plan.ngu) * FwdPlan::kSignalsPerTile;
   const int cidx = sh ? p.d.mtiles_cap + t.m : t.m;
   if (!wait_counter(sc, gateup_counter(p, t), expected, kStageDown, id, kCounterGateUpDone, cidx)) return false;
   fence_proxy_async_global();
@@ -164,11 +168,11 @@ __device__ __forceinline__ bool wide_tile(const ForwardParams& p, GemmSmem& s, P
   clear(acc);
   const bool ok =
       idle_warpgroup(ctid, rows)
-          ? pass_tile_stages(p.sync, s, ps, k_tiles, id, release.flush_after_batch(ctid, k_tiles))
+          ? pass_tile_stages(p.sync, s, ps, k_tiles, id, release.flush_after_batch(ctid % 32 == 0, k_tiles))
           : consume_tile(
                 p.sync, s, ps, k_tiles, id, [&] { warpgroup_fence_operand(acc); },
                 [&](int st, int kb) { cute::gemm(mma, tA(_, _, kb, st), tB(_, _, kb, st), acc); },
-                release.flush_after_batch(ctid, k_tiles));
+                release.flush_after_batch(ctid % 32 == 0, k_tiles));
   if (!ok) return false;
   epilogue(acc, thr.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kWideN>>{})));
   return true;
@@ -180,14 +184,14 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
     long long lap = clock64();
     const bool sh = is_shared(t);
     const Clamp clamp = Clamp::of(p.d.has_clamp, p.d.clamp_limit);
-    const StoreBf16* out[3] = {sh ? &p.st_gs : &p.st_g, sh ? &p.st_us : &p.st_u, sh ? &p.st_hs : &p.st_h};
+    const StoreBf16Warp* out[3] = {sh ? &p.st_gs : &p.st_g, sh ? &p.st_us : &p.st_u, sh ? &p.st_hs : &p.st_h};
     // NOTE: in the m64n256 accumulator fragment, element i + size/2 is column n + 128 of element i (the column
     // block index is the slowest mode), so each thread holds the gate and the up value of the same (m, j).
     constexpr int kHalf = std::remove_reference_t<decltype(size(acc))>::value / 2;
     // Round 3b + k: g (k = 0), u (1), h (2) of columns [64 b, 64 b + 64) of the tile's 128. Routed padding
     // rows get exact zeros; the shared expert's rows past T and columns past I are clipped by TMA.
-    store_rounds<3 * (kGateUpN / 64)>(
-        p.sync, s, ctid,
+    store_rounds_per_warp<3 * (kGateUpN / 64)>(
+        s, ctid,
         [&](int r, uint8_t* strip) {
           const int b = r / 3, k = r % 3;
           // In batches of kBatch pairs: the h round's SiLU lookups of a batch are all issued before the first
@@ -212,16 +216,16 @@ __device__ bool consume_gateup(const ForwardParams& p, GemmSmem& s, PipeState& p
               if (k == 0) w = bf16x2_from_f32(acc(i), acc(i + 1));
               else if (k == 1) w = bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf));
               else w = swiglu_h2(silu_g[q], bf16x2_from_f32(acc(i + kHalf), acc(i + 1 + kHalf)), clamp);
-              st_shared_u32(strip, strip_offset<bf16_t>(m % 64, c), m < t.rows ? w : 0u);
+              st_shared_u32(strip, strip_offset<bf16_t>(m % 16, c), m < t.rows ? w : 0u);
             }
           }
         },
-        [&](int r, int wg, const uint8_t* strip) {
-          tma_store_strip(*out[r % 3], strip, t.m * 2 + wg, t.n * (kGateUpN / 64) + r / 3, 0);
+        [&](int r, const uint8_t* strip) {
+          tma_store_strip(*out[r % 3], strip, t.m * 8 + ctid / 32, t.n * (kGateUpN / 64) + r / 3, 0);
         });
     profile_lap(p.sync, kProfEpiGateUp, lap, ctid);
     lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
-    if (ctid == 0 && id != p.skip_signal_task) release.defer(gateup_counter(p, t));  // the down tiles read h by TMA
+    if (ctid % 32 == 0 && id != p.skip_signal_task) release.defer(gateup_counter(p, t));  // the down tiles read h by TMA
     profile_lap(p.sync, kProfSignal, lap, ctid);
   });
 }
@@ -233,9 +237,9 @@ __device__ bool consume_down(const ForwardParams& p, GemmSmem& s, PipeState& ps,
     long long lap = clock64();
     // Round r: columns [64 r, 64 r + 64). Routed padding rows hold +0 (their h rows are zeros); the combine
     // never reads them.
-    store_tile_bf16(p.sync, s, ctid, acc, coord, sh ? p.st_ys : p.st_y, t.m, t.n);
+    store_tile_bf16_per_warp(s, ctid, acc, coord, sh ? p.st_ys : p.st_y, t.m, t.n);
     lap = profile_lap(p.sync, kProfEpilogue, lap, ctid);
-    if (ctid == 0 && id != p.skip_signal_task) release.defer(p.c_down_total);  // the combine reads y
+    if (ctid % 32 == 0 && id != p.skip_signal_task) release.defer(p.c_down_total);  // the combine reads y
     profile_lap(p.sync, kProfSignal, lap, ctid);
   });
 }
@@ -246,7 +250,8 @@ __device__ void forward_tail(const ForwardParams& p, const FwdPlan& plan, int ti
                              Barrier&& barrier) {
   int* slot = s.task_slot;
   if (tid == 0)
-    slot[1] = wait_all(p.sync, p.c_down_total, plan.total_down(), kStageCombine, -1, kCounterDownTotal, 0);
+    slot[1] = wait_all(p.sync, p.c_down_total, plan.total_down() * FwdPlan::kSignalsPerTile, kStageCombine, -1,
+                       kCounterDownTotal, 0);
   fence_proxy_async_shared();  // generic writes of the stages and strips before the bulk loads write them
   barrier();
   if (!slot[1]) return;

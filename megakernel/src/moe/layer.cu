@@ -61,14 +61,15 @@ mk::TmaOperand<BMN, KMajor> make_operand(const uint16_t* ptr, int mn, int k, int
 }
 
 // A row-major output [L, rows, cols] the epilogues store by strips (gemm/tma_store.cuh).
-template <class T, class P>
-mk::StoreOperand<T> store_rows(P* ptr, int rows, int cols, int L = 1) {
+template <class T, int kBoxRows = 64, class P>
+mk::StoreOperand<T, kBoxRows> store_rows(P* ptr, int rows, int cols, int L = 1) {
   using namespace cute;
   static_assert(sizeof(T) == sizeof(P));
-  mk::StoreOperand<T> op;
+  mk::StoreOperand<T, kBoxRows> op;
   auto g = make_tensor(make_gmem_ptr(reinterpret_cast<T*>(ptr)), make_shape(rows, cols, L),
                        make_stride(static_cast<int64_t>(cols), _1{}, static_cast<int64_t>(rows) * cols));
-  op.atom = make_tma_atom(SM90_TMA_STORE{}, g, mk::StripLayout<T>{}, Shape<_64, Int<mk::kStripCols<T>>>{});
+  op.atom = make_tma_atom(SM90_TMA_STORE{}, g, mk::StripLayout<T, kBoxRows>{},
+                          Shape<Int<kBoxRows>, Int<mk::kStripCols<T>>>{});
   op.rows = rows, op.cols = cols, op.l = L;
   return op;
 }
@@ -318,15 +319,15 @@ struct MoeLayer::Impl {
     fp.tma_wu = weight<128>(wu, E, I, H);
     fp.tma_h = rows_as_k_major<128>(h, rows, I);
     fp.tma_wd = weight<256>(wd, E, H, I);
-    fp.st_g = store_rows<mk::bf16_t>(g, rows, I);
-    fp.st_u = store_rows<mk::bf16_t>(u, rows, I);
-    fp.st_h = store_rows<mk::bf16_t>(h, rows, I);
-    fp.st_y = store_rows<mk::bf16_t>(y, rows, H);
+    fp.st_g = store_rows<mk::bf16_t, 16>(g, rows, I);
+    fp.st_u = store_rows<mk::bf16_t, 16>(u, rows, I);
+    fp.st_h = store_rows<mk::bf16_t, 16>(h, rows, I);
+    fp.st_y = store_rows<mk::bf16_t, 16>(y, rows, H);
     if (Is > 0) {
-      fp.st_gs = store_rows<mk::bf16_t>(gs, T, Is);
-      fp.st_us = store_rows<mk::bf16_t>(us, T, Is);
-      fp.st_hs = store_rows<mk::bf16_t>(hs, T, Is);
-      fp.st_ys = store_rows<mk::bf16_t>(ys, T, H);
+      fp.st_gs = store_rows<mk::bf16_t, 16>(gs, T, Is);
+      fp.st_us = store_rows<mk::bf16_t, 16>(us, T, Is);
+      fp.st_hs = store_rows<mk::bf16_t, 16>(hs, T, Is);
+      fp.st_ys = store_rows<mk::bf16_t, 16>(ys, T, H);
       fp.tma_x = rows_as_k_major<128>(x, T, H);
       fp.tma_wsg = weight<128>(wsg, 1, Is, H);
       fp.tma_wsu = weight<128>(wsu, 1, Is, H);

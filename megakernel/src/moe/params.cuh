@@ -66,7 +66,7 @@ struct ForwardParams {
   SiluTables silu;           // gemm/epilogue.cuh
   OpK128 tma_xp, tma_x, tma_wg, tma_wu, tma_wsg, tma_wsu, tma_h, tma_hs;
   OpK256 tma_wd, tma_wsd;
-  StoreBf16 st_g, st_u, st_h, st_y, st_gs, st_us, st_hs, st_ys;  // the epilogues' TMA stores
+  StoreBf16Warp st_g, st_u, st_h, st_y, st_gs, st_us, st_hs, st_ys;  // the epilogues' TMA stores (16-row boxes)
 };
 
 struct BackwardParams {

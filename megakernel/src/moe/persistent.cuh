@@ -147,13 +147,16 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
   }
   cutlass::arch::warpgroup_reg_alloc<224>();
   const int ctid = threadIdx.x - 128;
+  // Who holds releases and issues stores: lane 0 of every consumer warp (the forward, Plan::kReleasesByWarp:
+  // store_rounds_per_warp), or consumer thread 0 (and 128 for warpgroup 1's weight-gradient stores).
+  const bool holder = Plan::kReleasesByWarp ? ctid % 32 == 0 : ctid == 0;
   PipeState ps;
-  DeferredRelease release;  // consumer thread 0's (gemm/tma_store.cuh)
+  DeferredRelease release;  // the holder's (gemm/tma_store.cuh)
   for (int j = 0;; ++j) {
     // The next task's first stage: if it is not there yet, its producer may be waiting on the release thread 0
     // holds (the previous tile's counter), so that one goes first. (A stage that is there already belongs to a
     // task past its counter waits; the release follows after its k-tile kFlushKTile.)
-    if (ctid == 0 && release.pending() && !mbar_try_wait(&s.full[ps.stage], ps.phase)) release.flush();
+    if (holder && release.pending() && !mbar_try_wait(&s.full[ps.stage], ps.phase)) release.flush();
     int id = ci + j * nc;
     decltype(plan.decode(0)) task;
     if (dynamic) {  // task j's first stage is the next one (its full wait repeats at once in consume())
@@ -170,7 +173,8 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
     if constexpr (kTimeline)
       if (ctid == 0) s.timeline_task_start = global_timer_ns();  // first stage is full
     if (!consume(ps, release, task, id, ctid)) {
-      if (ctid % 128 == 0) bulk_wait_all_written();  // the epilogue strips stay in use until their stores are done
+      // the epilogue strips stay in use until their stores are done
+      if (Plan::kReleasesByWarp ? ctid % 32 == 0 : ctid % 128 == 0) bulk_wait_all_written();
       return;
     }
     if (ctid == 0) {
@@ -178,11 +182,10 @@ __device__ __forceinline__ void run_persistent(const SyncContext& sync, int n_co
       timeline_add<kTimeline>(sync, plan.timeline_stage(task), id, task.e, task.m, task.n, s.timeline_task_start);
     }
   }
-  if (ctid == 0) {  // the last tile's release, and the weight-gradient tiles' stores
-    release.flush();
-    bulk_wait_all_written();
-  }
-  if (ctid == 128) bulk_wait_all_written();  // warpgroup 1's weight-gradient stores (consume_wgrad)
+  // The last tile's releases and every store of the holders (and of thread 128: warpgroup 1's weight-gradient
+  // stores, consume_wgrad).
+  if (holder) release.flush();
+  if (holder || (!Plan::kReleasesByWarp && ctid == 128)) bulk_wait_all_written();
   const long long c1 = clock64();
   const unsigned long long t1 = timeline_start<kTimeline>(sync);
   tail(ctid);
