@@ -30,4 +30,32 @@ CALICO_HD RowPiece row_piece(int warp, int i, int warps, int pieces, uint32_t ro
   return {j / pieces, offset, left < piece_bytes ? left : piece_bytes};
 }
 
+// Grouped items (a slot of slot_bytes): when a row fits in a slot, an item is up to rows_per_item consecutive
+// whole rows, loaded one bulk copy per row and stored by ONE bulk copy (their destination rows are
+// contiguous); otherwise an item is one piece of a row, as row_piece. Why: a bulk copy has a cost of its
+// own beside its bytes (simulator/probes/dispatch_rows.cu), so fewer, larger stores move rows faster.
+struct RowGroups {
+  int rows_per_item = 1, pieces = 1;  // one of them is 1
+};
+CALICO_HD RowGroups row_groups(uint32_t row_bytes, uint32_t slot_bytes) {
+  if (row_bytes <= slot_bytes) return {static_cast<int>(slot_bytes / row_bytes), 1};
+  return {1, pieces_per_row(row_bytes, slot_bytes)};
+}
+CALICO_HD int group_items(int nrows, RowGroups g) {
+  return g.pieces > 1 ? nrows * g.pieces : (nrows + g.rows_per_item - 1) / g.rows_per_item;
+}
+struct RowGroupItem {
+  int row = 0, rows = 1;           // rows [row, row + rows) among the rows being moved
+  uint32_t offset = 0, bytes = 0;  // the byte range of each of them (offset 0 and the whole row when rows > 1)
+};
+// Item j (0 <= j < group_items) of nrows rows.
+CALICO_HD RowGroupItem group_item(int j, int nrows, RowGroups g, uint32_t row_bytes, uint32_t slot_bytes) {
+  if (g.pieces > 1) {
+    const uint32_t offset = static_cast<uint32_t>(j % g.pieces) * slot_bytes, left = row_bytes - offset;
+    return {j / g.pieces, 1, offset, left < slot_bytes ? left : slot_bytes};
+  }
+  const int row = j * g.rows_per_item, rest = nrows - row;
+  return {row, rest < g.rows_per_item ? rest : g.rows_per_item, 0, row_bytes};
+}
+
 }  // namespace calico::gpu::mk
