@@ -8,6 +8,8 @@
 #   rm -rf .variants; bash scripts/variants.sh prepare base=main slot16=try/dispatch-slot16 \
 #     gen4k=try/dispatch-gen4k     (carry [".whl", ".variants"])
 source scripts/device_call.sh  # T0, R, pack, build_variants
+(cd .variants/slot16 && cmake --build build-gpu -j 8 --target test_megakernel_gpu > $R/build-tests-slot16.log 2>&1) &
+TP=$!
 build_variants
 CHECK_SPECS="qwen3-30b-a3b 2048 zipf:1.2 1.0;tiny 2048 adversarial 0;tiny 4096 uniform 1.0" \
 CHECK_CONFIGS="push 16 0;pull 16 64;push 16 0 ow" bash scripts/variants.sh check $R > $R/check.log 2>&1
@@ -19,6 +21,13 @@ for v in base slot16; do
   echo "== $v"; grep -E "span|dispatch|d_h |gate_up " $R/gaps-qwen3-$v.txt
   gzip -f $R/timeline-qwen3-$v.json
 done; date; pack
+wait $TP
+b=$(find .variants/slot16/build-gpu -name test_megakernel_gpu -type f -executable | head -1)
+if [ -n "$b" ]; then
+  (OMP_NUM_THREADS=16 timeout 100 $b > $R/test_megakernel_gpu-slot16.txt 2>&1); echo "slot16: $(tail -1 $R/test_megakernel_gpu-slot16.txt)"
+  grep -E "FAILED|Failure" $R/test_megakernel_gpu-slot16.txt | head -4
+else echo "slot16: test_megakernel_gpu not built"; fi
+date; pack
 ROUNDS=3 ITERS=20 bash scripts/variants.sh cycles $R/cyc > $R/cycles.txt 2>&1; tail -5 $R/cycles.txt; pack; date
 DS="--preset deepseek-v3-routed --tokens 8192 --dispatch push --dispatch-backward push --comm-sms 16 --comm-sms-backward 16 --weight-grads overwrite"
 CYCLES_ARGS="$DS" ROUNDS=1 ITERS=8 bash scripts/variants.sh cycles $R/cycd1 > $R/cycles-d1.txt 2>&1
