@@ -32,8 +32,9 @@ CALICO_HD RowPiece row_piece(int warp, int i, int warps, int pieces, uint32_t ro
 
 // Grouped items (a slot of slot_bytes): when a row fits in a slot, an item is up to rows_per_item consecutive
 // whole rows, loaded one bulk copy per row and stored by ONE bulk copy (their destination rows are
-// contiguous); otherwise an item is one piece of a row, as row_piece. Why: a bulk copy has a cost of its
-// own beside its bytes (simulator/probes/dispatch_rows.cu), so fewer, larger stores move rows faster.
+// contiguous); otherwise an item is one piece of a row, as row_piece. Used by simulator/probes/dispatch_rows.cu
+// (and tested here); the kernel keeps row_piece: with one 16 KB slot per warp the grouped dispatch was +31%
+// alone on 14 KB rows but slower inside the megakernel (reports/data/megakernel-2026-12-07-twenty-eighth-pass).
 struct RowGroups {
   int rows_per_item = 1, pieces = 1;  // one of them is 1
 };
