@@ -65,6 +65,26 @@ __device__ __forceinline__ bool wait_parity(uint64_t* bar, uint32_t parity, unsi
   }
 }
 
+// All threads: the barriers of every warp's slots, initialised and visible to the async proxy.
+__device__ __forceinline__ void init_barriers(uint64_t* bars) {
+  if (threadIdx.x < kWarps * kMaxSlots) mbar_init_one(bars + threadIdx.x);
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __syncthreads();
+}
+// One thread: the bulk loads of an item's real rows into its slot, all completing on `bar` (nothing for an
+// item of padding rows only). `tokens`: the tile's row tokens.
+__device__ __forceinline__ void load_group(uint8_t* slot, uint64_t* bar, const RowGroupItem& it, const uint8_t* src,
+                                           const int* tokens, uint32_t row_bytes) {
+  uint32_t bytes = 0;
+  for (int r = 0; r < it.rows; ++r) bytes += tokens[it.row + r] >= 0 ? it.bytes : 0u;
+  if (bytes == 0) return;
+  arrive_expect(bar, bytes);
+  for (int r = 0; r < it.rows; ++r) {
+    const int tok = tokens[it.row + r];
+    if (tok >= 0) load_no_arrive(slot + r * it.bytes, src + static_cast<size_t>(tok) * row_bytes + it.offset, it.bytes, bar);
+  }
+}
+
 // One CTA per 128-row tile in turn (m = blockIdx.x, += gridDim.x), as the kernel's forward_comm; each of the
 // first `warps` warps moves its items of the tile (round-robin, warp_items), lanes 0..kLanes-1 each a ring of
 // kSlots / kLanes slots over every kLanes-th of them; the CTA meets a barrier after each tile (where the
@@ -78,9 +98,7 @@ __global__ void __launch_bounds__(384, 1) gather_rows(const uint8_t* src, const 
   extern __shared__ __align__(1024) uint8_t slots[];
   __shared__ __align__(8) uint64_t bar[kWarps][kMaxSlots];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x < kWarps * kMaxSlots) mbar_init_one(&bar[0][0] + threadIdx.x);
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  __syncthreads();
+  init_barriers(&bar[0][0]);
   const RowGroups g = row_groups(row_bytes, kSlotBytes);
   uint32_t phases = 0;
   bool ok = true;
@@ -92,18 +110,8 @@ __global__ void __launch_bounds__(384, 1) gather_rows(const uint8_t* src, const 
       auto slot_index = [&](int q) { return lane * kLaneSlots + q % kLaneSlots; };
       auto slot = [&](int k) { return slots + static_cast<size_t>(warp * kSlots + k) * kSlotBytes; };
       auto issue = [&](int q) {
-        const RowGroupItem it = item(q);
         const int k = slot_index(q);
-        uint32_t bytes = 0;
-        for (int r = 0; r < it.rows; ++r) bytes += row_token[row0 + it.row + r] >= 0 ? it.bytes : 0u;
-        if (bytes == 0) return;
-        arrive_expect(&bar[warp][k], bytes);
-        for (int r = 0; r < it.rows; ++r) {
-          const int tok = row_token[row0 + it.row + r];
-          if (tok >= 0)
-            load_no_arrive(slot(k) + r * it.bytes, src + static_cast<size_t>(tok) * row_bytes + it.offset, it.bytes,
-                           &bar[warp][k]);
-        }
+        load_group(slot(k), &bar[warp][k], item(q), src, row_token + row0, row_bytes);
       };
       for (int q = 0; q < min(nq, kLaneSlots); ++q) issue(q);
       for (int q = 0; q < nq && ok; ++q) {
@@ -150,9 +158,7 @@ __global__ void __launch_bounds__(384, 1) gather_rows_lsu(const uint8_t* src, co
   extern __shared__ __align__(1024) uint8_t slots[];
   __shared__ __align__(8) uint64_t bar[kWarps][kMaxSlots];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x < kWarps * kMaxSlots) mbar_init_one(&bar[0][0] + threadIdx.x);
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  __syncthreads();
+  init_barriers(&bar[0][0]);
   const RowGroups g = row_groups(row_bytes, kSlotBytes);
   uint32_t phases = 0;
   bool ok = true;
@@ -164,18 +170,8 @@ __global__ void __launch_bounds__(384, 1) gather_rows_lsu(const uint8_t* src, co
       auto by_tma = [&](int q) { return (warp + warps * q) % 4 < tma_share; };
       auto slot = [&](int k) { return slots + static_cast<size_t>(warp * kSlots + k) * kSlotBytes; };
       auto issue = [&](int q) {  // lane 0
-        const RowGroupItem it = item(q);
         const int k = q % kSlots;
-        uint32_t bytes = 0;
-        for (int r = 0; r < it.rows; ++r) bytes += row_token[row0 + it.row + r] >= 0 ? it.bytes : 0u;
-        if (bytes == 0) return;
-        arrive_expect(&bar[warp][k], bytes);
-        for (int r = 0; r < it.rows; ++r) {
-          const int tok = row_token[row0 + it.row + r];
-          if (tok >= 0)
-            load_no_arrive(slot(k) + r * it.bytes, src + static_cast<size_t>(tok) * row_bytes + it.offset, it.bytes,
-                           &bar[warp][k]);
-        }
+        load_group(slot(k), &bar[warp][k], item(q), src, row_token + row0, row_bytes);
       };
       if (lane == 0)
         for (int q = 0; q < min(nq, kSlots); ++q) issue(q);
