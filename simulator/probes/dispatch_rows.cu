@@ -34,15 +34,6 @@ using calico::gpu::mk::warp_items;
 constexpr int kTileRows = 128, kWarps = 12, kMaxSlots = 8;
 constexpr long long kTimeoutCycles = 4'000'000'000LL;
 
-__device__ __forceinline__ void arrive_expect(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void load_no_arrive(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_addr(smem)),
-               "l"(gmem), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
-}
 __device__ __forceinline__ void store_bulk(void* gmem, const void* smem, uint32_t bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem), "r"(smem_addr(smem)),
                "r"(bytes)
@@ -78,10 +69,10 @@ __device__ __forceinline__ void load_group(uint8_t* slot, uint64_t* bar, const R
   uint32_t bytes = 0;
   for (int r = 0; r < it.rows; ++r) bytes += tokens[it.row + r] >= 0 ? it.bytes : 0u;
   if (bytes == 0) return;
-  arrive_expect(bar, bytes);
+  mbar_arrive_expect(bar, bytes);
   for (int r = 0; r < it.rows; ++r) {
     const int tok = tokens[it.row + r];
-    if (tok >= 0) load_no_arrive(slot + r * it.bytes, src + static_cast<size_t>(tok) * row_bytes + it.offset, it.bytes, bar);
+    if (tok >= 0) bulk_load_tx(slot + r * it.bytes, src + static_cast<size_t>(tok) * row_bytes + it.offset, it.bytes, bar);
   }
 }
 

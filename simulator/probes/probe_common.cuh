@@ -30,13 +30,22 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void mbar_init_one(uint64_t* bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
 }
-// One bulk load global -> shared of `bytes`, completing on `bar` (which expects them first).
-__device__ __forceinline__ void bulk_load(void* smem, const void* gmem, int bytes, uint64_t* bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes));
+// The arrival of this thread on `bar`, which then expects `bytes` more of bulk copies before its phase completes.
+__device__ __forceinline__ void mbar_arrive_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+// One bulk copy global -> shared of `bytes` that completes its bytes on `bar` (no arrival: several such copies
+// can share one expectation, as a gathered group of rows does in dispatch_rows.cu).
+__device__ __forceinline__ void bulk_load_tx(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                    smem_addr(smem)),
                "l"(gmem), "r"(bytes), "r"(smem_addr(bar))
                : "memory");
+}
+// One bulk load global -> shared of `bytes`, completing on `bar` (which expects them first).
+__device__ __forceinline__ void bulk_load(void* smem, const void* gmem, int bytes, uint64_t* bar) {
+  mbar_arrive_expect(bar, static_cast<uint32_t>(bytes));
+  bulk_load_tx(smem, gmem, static_cast<uint32_t>(bytes), bar);
 }
 // Spins until the phase of `bar` with this parity completes, then flips the parity.
 __device__ __forceinline__ void mbar_wait_flip(uint64_t* bar, uint32_t& parity) {

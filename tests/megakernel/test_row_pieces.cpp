@@ -11,6 +11,15 @@
 namespace calico::gpu::mk {
 namespace {
 
+// "" or the first byte of the rows (row_bytes each) that `moved` counts other than once.
+std::string unevenly_moved(const std::vector<int>& moved, uint32_t row_bytes) {
+  for (size_t k = 0; k < moved.size(); ++k)
+    if (moved[k] != 1)
+      return "row " + std::to_string(k / row_bytes) + " byte " + std::to_string(k % row_bytes) + " moved " +
+             std::to_string(moved[k]) + " times";
+  return "";
+}
+
 // "" or the first problem: a byte moved twice or never, a piece past its row, too big or misaligned.
 // `dropped`: items left out of warp 0's share (the negative control).
 std::string coverage_problem(int nrows, uint32_t row_bytes, uint32_t piece_bytes, int warps, int dropped = 0) {
@@ -24,11 +33,7 @@ std::string coverage_problem(int nrows, uint32_t row_bytes, uint32_t piece_bytes
       if (p.offset % 16 != 0 || p.bytes % 16 != 0) return "piece not 16-byte aligned";
       for (uint32_t b = p.offset; b < p.offset + p.bytes; ++b) ++moved[static_cast<size_t>(p.row) * row_bytes + b];
     }
-  for (size_t k = 0; k < moved.size(); ++k)
-    if (moved[k] != 1)
-      return "row " + std::to_string(k / row_bytes) + " byte " + std::to_string(k % row_bytes) + " moved " +
-             std::to_string(moved[k]) + " times";
-  return "";
+  return unevenly_moved(moved, row_bytes);
 }
 
 TEST(RowPieces, EveryByteOnceInAlignedPieces) {
@@ -74,11 +79,7 @@ std::string group_problem(int nrows, uint32_t row_bytes, uint32_t slot_bytes, in
       for (int r = it.row; r < it.row + it.rows; ++r)
         for (uint32_t b = it.offset; b < it.offset + it.bytes; ++b) ++moved[static_cast<size_t>(r) * row_bytes + b];
     }
-  for (size_t k = 0; k < moved.size(); ++k)
-    if (moved[k] != 1)
-      return "row " + std::to_string(k / row_bytes) + " byte " + std::to_string(k % row_bytes) + " moved " +
-             std::to_string(moved[k]) + " times";
-  return "";
+  return unevenly_moved(moved, row_bytes);
 }
 
 TEST(RowGroups, EveryByteOnceInWholeRowGroupsOrPieces) {
