@@ -20,13 +20,13 @@ CHECK_CONFIGS="push 16 0;push 16 0 ow" bash scripts/variants.sh check $R > $R/ch
 grep -c IDENTICAL $R/check.txt; grep -v IDENTICAL $R/check.txt; date; pack
 DS="--preset deepseek-v3-routed --tokens 8192 --dispatch push --dispatch-backward push --comm-sms 16 --comm-sms-backward 16 --weight-grads overwrite"
 for round in 1 2; do
-  [ $(( $(date +%s) - T0 )) -lt 380 ] || break
+  [ $(( $(date +%s) - T0 )) -lt 300 ] || break
   CYCLES_ARGS="$DS" ROUNDS=1 ITERS=8 bash scripts/variants.sh cycles $R/cycd$round > $R/cycles-d$round.txt 2>&1
   tail -5 $R/cycles-d$round.txt; pack; date
 done
-[ $(( $(date +%s) - T0 )) -lt 430 ] && { ROUNDS=2 ITERS=20 bash scripts/variants.sh cycles $R/cyc > $R/cycles.txt 2>&1; tail -5 $R/cycles.txt; pack; date; }
+[ $(( $(date +%s) - T0 )) -lt 330 ] && { ROUNDS=1 ITERS=20 bash scripts/variants.sh cycles $R/cyc > $R/cycles.txt 2>&1; tail -5 $R/cycles.txt; pack; date; }
 for v in base l2s; do
-  [ $(( $(date +%s) - T0 )) -lt 520 ] || break
+  [ $(( $(date +%s) - T0 )) -lt 400 ] || break
   .variants/$v/build-gpu/cli/calico bench $DS --iters 2 --timeline $R/timeline-dsv3-$v.json > $R/bench-timeline-dsv3-$v.txt 2>&1 || echo "$v: timeline run failed"
   python3 scripts/timeline_gaps.py $R/timeline-dsv3-$v.json --top 2 > $R/gaps-dsv3-$v.txt 2>&1
   echo "== $v"; grep -E "span|dw_|d_x_k |d_h " $R/gaps-dsv3-$v.txt
