@@ -3,10 +3,13 @@
 # moe/persistent.cuh: the atomic for task j + 1 issued when task j starts) against main. Digests, one qwen3
 # timeline per variant (the gaps between tasks, forward and backward), qwen3 cycles (3 interleaved rounds),
 # deepseek-v3-routed cycles (2 rounds), then main's backward data-movement CTA counts (16 / 48 / 64, qwen3) if
-# time is left. `ta`'s gpu tests are built in the background and run at the end.
+# time is left. `ta`'s gpu tests are built in the background and run at the end. First the SwiGLU backward
+# probe (simulator/probes/swiglu_backward_rate.cu): the d_h epilogue's arithmetic as element-wise work alone.
 # Prepare here:
 #   rm -rf .variants; bash scripts/variants.sh prepare base=main ta=try/ticket-ahead   (carry [".whl", ".variants"])
 source scripts/device_call.sh  # T0, R, pack, build_variants
+nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Icore/include -Imegakernel/src -o /tmp/sbr \
+  simulator/probes/swiglu_backward_rate.cu && timeout 60 /tmp/sbr | tee $R/swiglu-probe.txt; pack
 build_variants
 (cd .variants/ta && cmake --build build-gpu -j 8 --target test_megakernel_gpu > $R/build-tests-ta.log 2>&1) &
 TP=$!
