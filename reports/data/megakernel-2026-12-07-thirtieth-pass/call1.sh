@@ -23,6 +23,8 @@ for v in base ta; do
   echo "== $v"; grep -E "span|-> " $R/gaps-qwen3-$v.txt | head -16
   gzip -f $R/timeline-qwen3-$v.json
 done; date; pack
+.variants/base/build-gpu/cli/calico bench --preset qwen3-30b-a3b --tokens 16384 --weight-grads overwrite --iters 3 \
+  --warmup 1 --profile > $R/profile-qwen3-base.txt 2>&1; grep -iE "d_h|epilog" $R/profile-qwen3-base.txt | head -12; pack
 ROUNDS=3 ITERS=20 bash scripts/variants.sh cycles $R/cyc > $R/cycles.txt 2>&1; tail -8 $R/cycles.txt; pack; date
 DS="--preset deepseek-v3-routed --tokens 8192 --dispatch push --dispatch-backward push --comm-sms 16 --comm-sms-backward 16 --weight-grads overwrite"
 for round in 1 2; do
