@@ -5,17 +5,18 @@
 // a side task (d_h stored as bf16 by a plain epilogue, then d_g, d_u from d_h, g, u in rows of their own), a
 // backward with SwiGLU tasks between d_h and d_x_k is worth building; if not, it is not.
 //
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Icore/include -Imegakernel/src \
+//   nvcc -O3 -std=c++17 -fmad=false -gencode=arch=compute_90a,code=sm_90a -Icore/include -Imegakernel/src \
 //     -o /tmp/sbr simulator/probes/swiglu_backward_rate.cu && /tmp/sbr
 //
 // The arithmetic is the megakernel's own (gemm/epilogue.cuh: silu_pair, swiglu_backward2; the clamp off), on
 // qwen3's d_h shape (131072 rows x I = 768, bf16, g and u ~ N(0, 1)), each thread 8 columns per step with
-// 16-byte loads and stores. Modes: the (silu, grad) lookups from the global table (`global`), from a 16 KB
+// 16-byte loads and stores, 1, 2 or 4 steps' loads issued together (`steps`: the bytes in flight per thread). Modes: the (silu, grad) lookups from the global table (`global`), from a 16 KB
 // shared window with the global table for the rest (`window`, as the d_h epilogue), or none (`nolookup`, the
 // memory floor; wrong values). Grids: 132 CTAs of 256 threads (one side task per SM, the consumer warps) and
 // 4 such CTAs per SM. Each line: the time, the bytes moved per second (d_h, g, u read; d_g, d_u written), and
 // the time one CTA of the 132 would take for one m-tile's 128 x 768 elements.
 #include <cstring>
+#include <vector>
 
 #include "probe_common.cuh"
 #include "gemm/epilogue.cuh"
@@ -55,8 +56,9 @@ __global__ void build_table(float2* entries) {  // as moe/layer.cu's build_silu_
   entries[i] = make_float2(calico::calico_silu(x), calico::calico_silu_grad(x));
 }
 
-// Every thread: 8 columns (one 16-byte word of each tensor) per step, grid-strided.
-template <int kMode>
+// Every thread: kSteps x 8 columns (kSteps 16-byte words of each tensor, their loads issued together) per
+// iteration, grid-strided.
+template <int kMode, int kSteps>
 __global__ void __launch_bounds__(kThreads) swiglu_backward_rows(const uint4* __restrict__ dh, const uint4* __restrict__ g,
                                                                  const uint4* __restrict__ u, uint4* __restrict__ dg,
                                                                  uint4* __restrict__ du, size_t n16, SiluTables t) {
@@ -70,45 +72,82 @@ __global__ void __launch_bounds__(kThreads) swiglu_backward_rows(const uint4* __
   }
   const uint32_t win = smem_addr(window);
   const Clamp clamp = Clamp::of(0, 0.0f);
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint4 h4 = dh[i], g4 = g[i], u4 = u[i];
-    const uint32_t hw[4] = {h4.x, h4.y, h4.z, h4.w}, gw[4] = {g4.x, g4.y, g4.z, g4.w}, uw[4] = {u4.x, u4.y, u4.z, u4.w};
-    float2 e[4][2];
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < n16; i0 += kSteps * stride) {
+    uint4 h4[kSteps], g4[kSteps], u4[kSteps];
 #pragma unroll
-    for (int q = 0; q < 4; ++q)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint16_t bits = static_cast<uint16_t>(h ? gw[q] >> 16 : gw[q] & 0xFFFFu);
-        if (kMode == kNoLookup) e[q][h] = make_float2(1.0f, 1.0f);
-        else if (kMode == kGlobal) e[q][h] = __ldg(&t.entries[bits]);
-        else e[q][h] = calico::gpu::mk::silu_pair(bits, false, win, t);
-      }
-    uint32_t og[4], ou[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const SwigluGrad2 o = calico::gpu::mk::swiglu_backward2(hw[q], gw[q], uw[q], e[q][0], e[q][1], clamp);
-      og[q] = o.dg, ou[q] = o.du;
+    for (int s = 0; s < kSteps; ++s) {
+      const size_t i = i0 + s * stride;
+      if (i < n16) h4[s] = dh[i], g4[s] = g[i], u4[s] = u[i];
     }
-    dg[i] = make_uint4(og[0], og[1], og[2], og[3]);
-    du[i] = make_uint4(ou[0], ou[1], ou[2], ou[3]);
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const size_t i = i0 + s * stride;
+      if (i >= n16) break;
+      const uint32_t hw[4] = {h4[s].x, h4[s].y, h4[s].z, h4[s].w}, gw[4] = {g4[s].x, g4[s].y, g4[s].z, g4[s].w},
+                     uw[4] = {u4[s].x, u4[s].y, u4[s].z, u4[s].w};
+      float2 e[4][2];
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint16_t bits = static_cast<uint16_t>(h ? gw[q] >> 16 : gw[q] & 0xFFFFu);
+          if (kMode == kNoLookup) e[q][h] = make_float2(1.0f, 1.0f);
+          else if (kMode == kGlobal) e[q][h] = __ldg(&t.entries[bits]);
+          else e[q][h] = calico::gpu::mk::silu_pair(bits, false, win, t);
+        }
+      uint32_t og[4], ou[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const SwigluGrad2 o = calico::gpu::mk::swiglu_backward2(hw[q], gw[q], uw[q], e[q][0], e[q][1], clamp);
+        og[q] = o.dg, ou[q] = o.du;
+      }
+      dg[i] = make_uint4(og[0], og[1], og[2], og[3]);
+      du[i] = make_uint4(ou[0], ou[1], ou[2], ou[3]);
+    }
   }
 }
 
-template <int kMode>
+template <int kMode, int kSteps>
 float run(int blocks, const uint4* dh, const uint4* g, const uint4* u, uint4* dg, uint4* du, SiluTables t) {
   cudaEvent_t e1, e2;
   CK(cudaEventCreate(&e1));
   CK(cudaEventCreate(&e2));
-  swiglu_backward_rows<kMode><<<blocks, kThreads>>>(dh, g, u, dg, du, kElems / 8, t);  // warm-up
+  swiglu_backward_rows<kMode, kSteps><<<blocks, kThreads>>>(dh, g, u, dg, du, kElems / 8, t);  // warm-up
   CK(cudaGetLastError());
   constexpr int kReps = 5;
   CK(cudaEventRecord(e1));
-  for (int r = 0; r < kReps; ++r) swiglu_backward_rows<kMode><<<blocks, kThreads>>>(dh, g, u, dg, du, kElems / 8, t);
+  for (int r = 0; r < kReps; ++r) swiglu_backward_rows<kMode, kSteps><<<blocks, kThreads>>>(dh, g, u, dg, du, kElems / 8, t);
   CK(cudaEventRecord(e2));
   const float ms = time_ms(e1, e2) / kReps;
   CK(cudaEventDestroy(e1));
   CK(cudaEventDestroy(e2));
   return ms;
+}
+template <int kMode>
+float run_steps(int steps, int blocks, const uint4* dh, const uint4* g, const uint4* u, uint4* dg, uint4* du, SiluTables t) {
+  return steps == 1 ? run<kMode, 1>(blocks, dh, g, u, dg, du, t)
+         : steps == 2 ? run<kMode, 2>(blocks, dh, g, u, dg, du, t)
+                      : run<kMode, 4>(blocks, dh, g, u, dg, du, t);
+}
+
+// The first n elements of d_g and d_u against the host's arithmetic (numerics.h's silu and silu_grad, the
+// contract's d_g = bf16((d_h * u) * silu'(g)), d_u = bf16(d_h * silu(g)); the clamp off): the mismatches.
+size_t check(const uint16_t* dh, const uint16_t* g, const uint16_t* u, const uint16_t* dg, const uint16_t* du, size_t n) {
+  std::vector<uint16_t> h(n), gg(n), uu(n), og(n), ou(n);
+  CK(cudaMemcpy(h.data(), dh, n * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(gg.data(), g, n * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(uu.data(), u, n * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(og.data(), dg, n * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(ou.data(), du, n * 2, cudaMemcpyDeviceToHost));
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float x = calico::bf16_to_f32(gg[i]), d = calico::bf16_to_f32(h[i]), v = calico::bf16_to_f32(uu[i]);
+    const uint16_t want_g = calico::f32_to_bf16((d * v) * calico::calico_silu_grad(x));
+    const uint16_t want_u = calico::f32_to_bf16(d * calico::calico_silu(x));
+    bad += (og[i] != want_g) + (ou[i] != want_u);
+  }
+  return bad;
 }
 
 }  // namespace
@@ -143,23 +182,31 @@ int main(int argc, char** argv) {  // argv: the modes to run (names as kModeName
   t.entries = entries;
   const double bytes = 5.0 * kElems * sizeof(uint16_t);
   const double mtiles = static_cast<double>(kRows) / 128;  // m-tiles of 128 x 768
-  printf("mode       CTAs     ms    GB/s  us per m-tile per CTA (132 CTAs, one task each at a time)\n");
+  int status = 0;
+  printf("mode      steps  CTAs     ms    GB/s  us per m-tile per CTA (132 CTAs, one task each at a time)\n");
   for (int mode = 0; mode < kModes; ++mode) {
     if (!wanted(mode)) continue;
-    for (int per_sm : {1, 4}) {
-      const int blocks = sms * per_sm;
-      const auto* a = reinterpret_cast<const uint4*>(dh);
-      const auto* b = reinterpret_cast<const uint4*>(g);
-      const auto* c = reinterpret_cast<const uint4*>(u);
-      auto* o1 = reinterpret_cast<uint4*>(dg);
-      auto* o2 = reinterpret_cast<uint4*>(du);
-      const float ms = mode == kGlobal   ? run<kGlobal>(blocks, a, b, c, o1, o2, t)
-                       : mode == kWindow ? run<kWindow>(blocks, a, b, c, o1, o2, t)
-                                         : run<kNoLookup>(blocks, a, b, c, o1, o2, t);
-      printf("%-9s %5d %6.3f %7.1f %8.2f\n", kModeNames[mode], blocks, ms, bytes / (ms * 1e-3) / 1e9,
-             ms * 1e3 / (mtiles / sms));
-      fflush(stdout);
-    }
+    for (int steps : {1, 2, 4})
+      for (int per_sm : {1, 4}) {
+        const int blocks = sms * per_sm;
+        const auto* a = reinterpret_cast<const uint4*>(dh);
+        const auto* b = reinterpret_cast<const uint4*>(g);
+        const auto* c = reinterpret_cast<const uint4*>(u);
+        auto* o1 = reinterpret_cast<uint4*>(dg);
+        auto* o2 = reinterpret_cast<uint4*>(du);
+        const float ms = mode == kGlobal   ? run_steps<kGlobal>(steps, blocks, a, b, c, o1, o2, t)
+                         : mode == kWindow ? run_steps<kWindow>(steps, blocks, a, b, c, o1, o2, t)
+                                           : run_steps<kNoLookup>(steps, blocks, a, b, c, o1, o2, t);
+        // (nolookup computes with silu = grad = 1: its values are not checked)
+        const size_t n_check = 1u << 20, bad = mode == kNoLookup ? 0 : check(dh, g, u, dg, du, n_check);
+        printf("%-9s %5d %5d %6.3f %7.1f %8.2f  %s\n", kModeNames[mode], steps, blocks, ms, bytes / (ms * 1e-3) / 1e9,
+               ms * 1e3 / (mtiles / sms), mode == kNoLookup ? "(not checked)" : bad == 0 ? "check: 2^20 elements ok"
+                                                                                        : "CHECK FAILED");
+        if (bad != 0) status = 1;
+        CK(cudaMemset(dg, 0xFF, kElems * 2));  // the next run's check sees its own results only
+        CK(cudaMemset(du, 0xFF, kElems * 2));
+        fflush(stdout);
+      }
   }
-  return 0;
+  return status;
 }
