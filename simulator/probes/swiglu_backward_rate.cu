@@ -10,10 +10,12 @@
 //
 // The arithmetic is the megakernel's own (gemm/epilogue.cuh: silu_pair, swiglu_backward2; the clamp off), on
 // qwen3's d_h shape (131072 rows x I = 768, bf16, g and u ~ N(0, 1)), each thread 8 columns per step with
-// 16-byte loads and stores, 1, 2 or 4 steps' loads issued together (`steps`: the bytes in flight per thread). Modes: the (silu, grad) lookups from the global table (`global`), from a 16 KB
+// 16-byte loads and stores, 1, 2 or 4 steps' loads issued together (`steps`: the bytes in flight per thread).
+// Modes: the (silu, grad) lookups from the global table (`global`), from a 16 KB
 // shared window with the global table for the rest (`window`, as the d_h epilogue), or none (`nolookup`, the
-// memory floor; wrong values). Grids: 132 CTAs of 256 threads (one side task per SM, the consumer warps) and
-// 4 such CTAs per SM. Each line: the time, the bytes moved per second (d_h, g, u read; d_g, d_u written), and
+// memory floor; wrong values). Grids: 132 CTAs of 256 threads (one side task per SM, the consumer warps), the
+// same with the megakernel's 226 KB of shared memory taken (`smem`: its ~28 KB of L1 left for loads in flight),
+// and 4 CTAs per SM. Each line: the time, the bytes moved per second (d_h, g, u read; d_g, d_u written), and
 // the time one CTA of the 132 would take for one m-tile's 128 x 768 elements.
 #include <cstring>
 #include <vector>
@@ -108,16 +110,21 @@ __global__ void __launch_bounds__(kThreads) swiglu_backward_rows(const uint4* __
   }
 }
 
+// smem: dynamic shared memory per CTA (0, or kKernelSmem: the megakernel's footprint with the static window,
+// which leaves the SM the same ~28 KB of L1 for loads in flight as the kernel's side tasks have).
+constexpr int kKernelSmem = 210 * 1024;  // + the 16 KB static window = the megakernel's 226 KB
 template <int kMode, int kSteps>
-float run(int blocks, const uint4* dh, const uint4* g, const uint4* u, uint4* dg, uint4* du, SiluTables t) {
+float run(int blocks, int smem, const uint4* dh, const uint4* g, const uint4* u, uint4* dg, uint4* du, SiluTables t) {
+  auto* kernel = swiglu_backward_rows<kMode, kSteps>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   cudaEvent_t e1, e2;
   CK(cudaEventCreate(&e1));
   CK(cudaEventCreate(&e2));
-  swiglu_backward_rows<kMode, kSteps><<<blocks, kThreads>>>(dh, g, u, dg, du, kElems / 8, t);  // warm-up
+  kernel<<<blocks, kThreads, smem>>>(dh, g, u, dg, du, kElems / 8, t);  // warm-up
   CK(cudaGetLastError());
   constexpr int kReps = 5;
   CK(cudaEventRecord(e1));
-  for (int r = 0; r < kReps; ++r) swiglu_backward_rows<kMode, kSteps><<<blocks, kThreads>>>(dh, g, u, dg, du, kElems / 8, t);
+  for (int r = 0; r < kReps; ++r) kernel<<<blocks, kThreads, smem>>>(dh, g, u, dg, du, kElems / 8, t);
   CK(cudaEventRecord(e2));
   const float ms = time_ms(e1, e2) / kReps;
   CK(cudaEventDestroy(e1));
@@ -125,10 +132,11 @@ float run(int blocks, const uint4* dh, const uint4* g, const uint4* u, uint4* dg
   return ms;
 }
 template <int kMode>
-float run_steps(int steps, int blocks, const uint4* dh, const uint4* g, const uint4* u, uint4* dg, uint4* du, SiluTables t) {
-  return steps == 1 ? run<kMode, 1>(blocks, dh, g, u, dg, du, t)
-         : steps == 2 ? run<kMode, 2>(blocks, dh, g, u, dg, du, t)
-                      : run<kMode, 4>(blocks, dh, g, u, dg, du, t);
+float run_steps(int steps, int blocks, int smem, const uint4* dh, const uint4* g, const uint4* u, uint4* dg, uint4* du,
+                SiluTables t) {
+  return steps == 1   ? run<kMode, 1>(blocks, smem, dh, g, u, dg, du, t)
+         : steps == 2 ? run<kMode, 2>(blocks, smem, dh, g, u, dg, du, t)
+                      : run<kMode, 4>(blocks, smem, dh, g, u, dg, du, t);
 }
 
 // The first n elements of d_g and d_u against the host's arithmetic (numerics.h's silu and silu_grad, the
@@ -183,23 +191,23 @@ int main(int argc, char** argv) {  // argv: the modes to run (names as kModeName
   const double bytes = 5.0 * kElems * sizeof(uint16_t);
   const double mtiles = static_cast<double>(kRows) / 128;  // m-tiles of 128 x 768
   int status = 0;
-  printf("mode      steps  CTAs     ms    GB/s  us per m-tile per CTA (132 CTAs, one task each at a time)\n");
+  printf("mode      steps  CTAs           ms    GB/s  us per m-tile per CTA (132 CTAs, one task each at a time)\n");
   for (int mode = 0; mode < kModes; ++mode) {
     if (!wanted(mode)) continue;
     for (int steps : {1, 2, 4})
-      for (int per_sm : {1, 4}) {
-        const int blocks = sms * per_sm;
+      for (int per_sm : {0, 1, 4}) {  // 0: one CTA per SM with the kernel's shared memory (column "smem")
+        const int blocks = sms * (per_sm == 0 ? 1 : per_sm), smem = per_sm == 0 ? kKernelSmem : 0;
         const auto* a = reinterpret_cast<const uint4*>(dh);
         const auto* b = reinterpret_cast<const uint4*>(g);
         const auto* c = reinterpret_cast<const uint4*>(u);
         auto* o1 = reinterpret_cast<uint4*>(dg);
         auto* o2 = reinterpret_cast<uint4*>(du);
-        const float ms = mode == kGlobal   ? run_steps<kGlobal>(steps, blocks, a, b, c, o1, o2, t)
-                         : mode == kWindow ? run_steps<kWindow>(steps, blocks, a, b, c, o1, o2, t)
-                                           : run_steps<kNoLookup>(steps, blocks, a, b, c, o1, o2, t);
+        const float ms = mode == kGlobal   ? run_steps<kGlobal>(steps, blocks, smem, a, b, c, o1, o2, t)
+                         : mode == kWindow ? run_steps<kWindow>(steps, blocks, smem, a, b, c, o1, o2, t)
+                                           : run_steps<kNoLookup>(steps, blocks, smem, a, b, c, o1, o2, t);
         // (nolookup computes with silu = grad = 1: its values are not checked)
         const size_t n_check = 1u << 20, bad = mode == kNoLookup ? 0 : check(dh, g, u, dg, du, n_check);
-        printf("%-9s %5d %5d %6.3f %7.1f %8.2f  %s\n", kModeNames[mode], steps, blocks, ms, bytes / (ms * 1e-3) / 1e9,
+        printf("%-9s %5d %5d%s %6.3f %7.1f %8.2f  %s\n", kModeNames[mode], steps, blocks, smem ? " smem" : "     ", ms, bytes / (ms * 1e-3) / 1e9,
                ms * 1e3 / (mtiles / sms), mode == kNoLookup ? "(not checked)" : bad == 0 ? "check: 2^20 elements ok"
                                                                                         : "CHECK FAILED");
         if (bad != 0) status = 1;
