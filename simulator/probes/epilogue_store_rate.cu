@@ -270,21 +270,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
 }  // namespace
 
 int main(int argc, char** argv) {  // argv: the modes to run (names as kModeNames), all when none given
-  auto wanted = [&](int mode) {
-    if (argc < 2) return true;
-    for (int i = 1; i < argc; ++i)
-      if (std::strcmp(argv[i], kModeNames[mode]) == 0) return true;
-    return false;
-  };
-  for (int i = 1; i < argc; ++i) {
-    bool known = false;
-    for (int m = 0; m < kModes; ++m) known = known || std::strcmp(argv[i], kModeNames[m]) == 0;
-    if (!known) {
-      printf("ERR unknown mode '%s' (modes: tma tma+l2 tma+hbm tma+main tma+all nofill nofence lsu 1wg-2 1wg-4 "
-             "warp16 warp16+main)\n", argv[i]);
-      return 2;
-    }
-  }
+  const ModeArgs modes{argc, argv, kModeNames, kModes};
+  if (!modes.valid()) return 2;
   cudaDeviceProp p;
   CK(cudaGetDeviceProperties(&p, 0));
   printf("device 0 %s SMs=%d\n", p.name, p.multiProcessorCount);
@@ -320,7 +307,7 @@ int main(int argc, char** argv) {  // argv: the modes to run (names as kModeName
   printf("mode       CTAs   GB/s  B/clk/SM  GHz | round cycles per leader (wg0 / wg1): in, st.shared, fence, barrier, issue\n");
   for (int mode = 0; mode < kModes; ++mode)
     for (int blocks : {1, 8, 33, 66, 116, 132}) {
-      if (!wanted(mode)) break;
+      if (!modes.wanted(mode)) break;
       a.mode = mode;
       a.main_cycles = 4400;
       a.src_bytes = mode == kTmaHbm ? src_bytes : (8u << 20);

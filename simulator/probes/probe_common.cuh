@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #define CK(x)                                                                 \
   do {                                                                        \
@@ -56,3 +57,32 @@ __device__ __forceinline__ void mbar_wait_flip(uint64_t* bar, uint32_t& parity) 
                  : "r"(smem_addr(bar)), "r"(parity));
   parity ^= 1;
 }
+
+// A probe's command line: argv[1..] names the modes to run (each one of names[0, n)); none given: every mode.
+// valid() prints an error naming an unknown argument and the modes (the probe's main then returns 2).
+struct ModeArgs {
+  int argc;
+  char** argv;
+  const char* const* names;
+  int n;
+  bool wanted(int mode) const {
+    if (argc < 2) return true;
+    for (int i = 1; i < argc; ++i)
+      if (std::strcmp(argv[i], names[mode]) == 0) return true;
+    return false;
+  }
+  bool valid() const {
+    for (int i = 1; i < argc; ++i) {
+      bool known = false;
+      for (int m = 0; m < n; ++m) known = known || std::strcmp(argv[i], names[m]) == 0;
+      if (!known) {
+        printf("ERR unknown mode '%s' (modes:", argv[i]);
+        for (int m = 0; m < n; ++m) printf(" %s", names[m]);
+        printf(")\n");
+        return false;
+      }
+    }
+    return true;
+  }
+};
+

@@ -168,20 +168,8 @@ void poison(uint16_t* dg, uint16_t* du) {
 }  // namespace
 
 int main(int argc, char** argv) {  // argv: the modes to run (names as kModeNames), all when none given
-  auto wanted = [&](int mode) {
-    if (argc < 2) return true;
-    for (int i = 1; i < argc; ++i)
-      if (std::strcmp(argv[i], kModeNames[mode]) == 0) return true;
-    return false;
-  };
-  for (int i = 1; i < argc; ++i) {
-    bool known = false;
-    for (int m = 0; m < kModes; ++m) known = known || std::strcmp(argv[i], kModeNames[m]) == 0;
-    if (!known) {
-      printf("ERR unknown mode '%s' (modes: global window nolookup)\n", argv[i]);
-      return 2;
-    }
-  }
+  const ModeArgs modes{argc, argv, kModeNames, kModes};
+  if (!modes.valid()) return 2;
   cudaDeviceProp p;
   CK(cudaGetDeviceProperties(&p, 0));
   const int sms = p.multiProcessorCount;
@@ -201,7 +189,7 @@ int main(int argc, char** argv) {  // argv: the modes to run (names as kModeName
   int status = 0;
   printf("mode      steps  CTAs           ms    GB/s  us per m-tile per CTA (132 CTAs, one task each at a time)\n");
   for (int mode = 0; mode < kModes; ++mode) {
-    if (!wanted(mode)) continue;
+    if (!modes.wanted(mode)) continue;
     for (int steps : {1, 2, 4})
       for (int per_sm : {0, 1, 4}) {  // 0: one CTA per SM with the kernel's shared memory (column "smem")
         const int blocks = sms * (per_sm == 0 ? 1 : per_sm), smem = per_sm == 0 ? kKernelSmem : 0;
