@@ -88,7 +88,9 @@ TEST(Gate, ChangedReductionOrderFailsAgainstTheBaseline) {
   EXPECT_FALSE(r.passed());
   std::set<std::string> failing;
   for (const auto& c : r.comparisons) {
-    if (c.kind == "runs") EXPECT_TRUE(c.diff.passes());  // deterministic: every run agrees with itself
+    if (c.kind == "runs") {  // deterministic: every run agrees with itself
+      EXPECT_TRUE(c.diff.passes());
+    }
     if (!c.diff.passes()) {
       failing.insert(c.b);
       for (const auto& d : c.diff.tensors) EXPECT_EQ(d.equal(), d.tensor != "d_w_down") << d.tensor;

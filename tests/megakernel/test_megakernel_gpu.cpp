@@ -250,8 +250,12 @@ TEST_F(MegakernelGpu, TimelineRecordsEveryTaskOnceAndChangesNoBit) {
   for (const auto& e : events) {
     ++got[e.pass][e.stage];
     EXPECT_LE(e.start_ns, e.end_ns) << e.stage;
-    if (e.task >= 0) EXPECT_TRUE(tasks[e.pass].insert(e.task).second) << "task " << e.task << " recorded twice";
-    if (e.stage == "dispatch") EXPECT_LT(e.cta, comm);
+    if (e.task >= 0) {
+      EXPECT_TRUE(tasks[e.pass].insert(e.task).second) << "task " << e.task << " recorded twice";
+    }
+    if (e.stage == "dispatch") {
+      EXPECT_LT(e.cta, comm);
+    }
     if (e.pass == 0) ctas.insert(e.cta);
     tails += e.stage == "combine";
     spans[{e.pass, e.cta}].push_back({e.start_ns, e.end_ns});

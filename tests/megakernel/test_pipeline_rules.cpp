@@ -45,9 +45,10 @@ TEST(PipelineRules, GatherLagRuleIsWhereTheRingFinishes) {
   for (int stages = 2; stages <= 8; ++stages)
     for (int lag = 0; lag <= 8; ++lag)
       for (int k_tiles : {1, 2, 3, 5, 12, 40})
-        if (k_tiles > lag + 1)  // a tile shorter than the lag publishes everything at its end
+        if (k_tiles > lag + 1) {  // a tile shorter than the lag publishes everything at its end
           EXPECT_EQ(ring_finishes(lag, stages, k_tiles), gather_lag_fits(lag, stages))
               << "stages " << stages << ", lag " << lag << ", k-tiles " << k_tiles;
+        }
 }
 
 TEST(PipelineRules, TheKernelsLagFitsTheKernelsRing) {

@@ -336,7 +336,9 @@ TEST(Ring, MacrobatchSlotsApplyBackPressure) {
       EXPECT_GT(dispatch_start[m], first_end[m - slots]) << "slots " << slots << " minibatch " << m;
       bound += dispatch_start[m] < first_end[m - slots] + 2 * t.one_way_signal_ns() * kPsPerNs;
     }
-    if (slots == 1) EXPECT_GT(bound, 0);  // one slot: the credit is what starts some dispatches
+    if (slots == 1) {  // one slot: the credit is what starts some dispatches
+      EXPECT_GT(bound, 0);
+    }
   }
   r.macrobatch = 0;
   o.trace = false;
