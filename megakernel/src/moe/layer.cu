@@ -31,6 +31,7 @@ const char* stage_name(int s) {
                                  "d_x_k GEMM",    "dW_down GEMM",    "dW_gate GEMM",    "dW_up GEMM",
                                  "d_x combine",   "pipeline (consumer waiting for TMA)",
                                  "pipeline (producer waiting for a free stage)"};
+  static_assert(std::size(kNames) == mk::kStageCount, "a name for every stage");
   return (s >= 0 && s < mk::kStageCount) ? kNames[s] : "unknown";
 }
 
