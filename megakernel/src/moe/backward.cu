@@ -499,11 +499,8 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
             du_words[q0 + q] = real ? o.du : 0u;
           }
         };
-        long long saved_wait = 0, gate_rounds = 0, up_rounds = 0;  // profile only (consumer thread 0's share)
         auto wait_saved = [&] {
-          const long long w0 = clock64();
           saved_ok = mbar_wait(p.sync, &s.full[ps.stage], ps.phase, kStagePipelineFull, id, kCounterMbarFull, ps.stage) && saved_ok;
-          saved_wait += clock64() - w0;
         };
         Batch ahead;
         wait_saved();
@@ -514,7 +511,6 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
             p.sync, s, ctid,
             [&](int r, uint8_t* strip) {
               const int b = r / 2;
-              const long long r0 = clock64();
               if (r % 2 == 1) {  // d_u, computed in the round before
                 CUTE_UNROLL
                 for (int q = 0; q < 16; ++q) {
@@ -525,7 +521,6 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
                   wait_saved();
                   issue_batch(ahead, b + 1, 0);
                 }
-                up_rounds += clock64() - r0;
                 return;
               }
               finish_batch(ahead, b, 0, strip);
@@ -538,16 +533,10 @@ __device__ bool consume_dh(const BackwardParams& p, GemmSmem& s, PipeState& ps, 
               __syncwarp();
               release_stage(s, ps.stage);  // this warp's reads are done
               ps.advance();
-              gate_rounds += clock64() - r0;
             },
             [&](int r, int wg, const uint8_t* strip) {
               tma_store_strip(r % 2 ? DU : DG, strip, t.m * 2 + wg, t.n * (kWideN / 64) + r / 2, 0);
             });
-        if (ctid == 0) {  // the d_u rounds' time includes their wait for the next block (in saved_wait too)
-          profile_add(p.sync, kProfDhSavedWait, saved_wait);
-          profile_add(p.sync, kProfDhGateRounds, gate_rounds);
-          profile_add(p.sync, kProfDhUpRounds, up_rounds);
-        }
       },
       [](int) {});
   if (!ok || !saved_ok) return false;

@@ -667,10 +667,6 @@ std::string MoeLayer::profile_report() {
                        per(c[mk::kProfEpiWgrad], n_compute));
     r += fmt::format("  of the epilogues, waiting for a free output strip: {:.2f}\n", per(c[mk::kProfStoreWait], n_compute));
     if (pass == 1)
-      r += fmt::format("  of the d_h epilogues (consumer thread 0): waiting for saved g/u {:.2f}, d_g rounds {:.2f}, d_u rounds {:.2f} (with their waits for the next block)\n",
-                       per(c[mk::kProfDhSavedWait], n_compute), per(c[mk::kProfDhGateRounds], n_compute),
-                       per(c[mk::kProfDhUpRounds], n_compute));
-    if (pass == 1)
       r += fmt::format("  side tasks (within tasks): router gradient {:.2f}, d_x combine {:.2f} (waiting for d_x_k {:.2f})\n",
                        per(c[mk::kProfSideRouter], n_compute), per(c[mk::kProfSideCombine], n_compute),
                        per(c[mk::kProfSideCombineWait], n_compute));

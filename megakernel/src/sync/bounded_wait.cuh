@@ -74,10 +74,6 @@ enum ProfileSlot : int {
   kProfEpiDgradH, kProfEpiDgradX, kProfEpiWgrad,  // backward epilogues by GEMM kind (within kProfEpilogue)
   kProfStoreWait,  // consumer thread 0 waiting for an epilogue strip to be free again (gemm/tma_store.cuh)
   kProfSideRouter, kProfSideCombine, kProfSideCombineWait,  // backward side tasks (moe/backward.cu)
-  // consumer thread 0 in the d_h epilogues (within kProfEpiDgradH; moe/backward.cu, consume_dh): waiting for the
-  // saved g / u stages, the d_g rounds (lookups + SwiGLU backward into the strip), the d_u rounds (their strip
-  // writes and the next block's lookups issued ahead); the rest is barriers, fences and the boxes' issue
-  kProfDhSavedWait, kProfDhGateRounds, kProfDhUpRounds,
   kProfSlots
 };
 
